@@ -291,6 +291,34 @@ def test_core_state_commands_do_not_open_the_archive(tmp_path: Path, s3_endpoint
         proxy.close()
 
 
+def test_lancedb_only_storage_options_open_both_and_unknown_ones_are_named(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+) -> None:
+    """Keys only LanceDB reads (its request-rate throttle's ``lance_aimd_*``, ``headers.*``) were refused by the core
+    state's client (the same ``[storage_options]`` go to both), so such a configuration could not open at all; a key
+    neither knows is refused by name (LanceDB ignores what it does not know: it would have gone unnoticed)."""
+    config = config_at(tmp_path, s3_endpoint)
+    text = config.read_text()
+    config.write_text(
+        text + 'lance_aimd_max_rate = "5000"\nlance_aimd_initial_rate = "1000"\n"headers.x-tiermem-test" = "1"\n',
+        encoding="utf-8",
+    )
+    r = cli(tmp_path, config, "remember", "throttled by LanceDB's settings")
+    assert r.returncode == 0, r.stderr
+    listed = cli(tmp_path, config, "blocks", "list")
+    assert listed.returncode == 0 and "human" in listed.stdout, listed.stderr
+    found = cli(tmp_path, config, "search", "throttled")
+    assert found.returncode == 0 and "throttled by LanceDB" in found.stdout, found.stderr
+    config.write_text(text + 'lance_aimd_max_rate = "5000"\nread_timeot = "30s"\n', encoding="utf-8")
+    refused = cli(tmp_path, config, "blocks", "list")
+    assert refused.returncode != 0
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "storage_options.read_timeot is not a setting of the object store (S3) nor of LanceDB" in line, line
+    assert "lance_aimd" not in line
+    assert_clean(line)
+
+
 def test_deadlines_fill_in_only_what_is_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("TIMEOUT", "READ_TIMEOUT", "CONNECT_TIMEOUT", "CLIENT_RETRY_TIMEOUT"):
         monkeypatch.delenv(key, raising=False)

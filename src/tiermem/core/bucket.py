@@ -11,6 +11,7 @@ so of two writers racing on one object exactly one wins, with no lock and no lis
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..base.errors import StoreError, TiermemError
+from ..base.errors import ConfigError, StoreError, TiermemError
 from ..base.object_deadlines import RETRY_KEYS, retries, with_deadlines
 from ..base.object_errors import DOCS, UNKNOWN_OUTCOME, explain, outcome_unknown, short
 
@@ -48,9 +49,12 @@ _CLIENT_KEYS = {
     "timeout",
     "user_agent",
 }
-# LanceDB's own keys: its retries (obstore takes them as ``retry_config``: ``object_deadlines.retries``) and what
-# only its reader uses
-_LANCE_ONLY_KEYS = {*RETRY_KEYS, "download_retry_count"}
+# LanceDB's own keys, which the ``object_store`` client refuses by name: its retries (obstore takes them as
+# ``retry_config``: ``object_deadlines.retries``), what only its reader uses, and its own namespaces (``lance_*``:
+# its request-rate throttle, ``lance_aimd_*``, and the like; ``headers.*``: headers its client sends)
+_LANCE_ONLY_KEYS = {*RETRY_KEYS, "download_retry_count", "expires_at_millis"}
+_LANCE_ONLY_PREFIXES = ("lance_", "headers.")
+_REFUSED_KEY = re.compile(r"Configuration key: '([^']+)' is not valid for store '([^']+)'")
 _BOOL_KEYS = {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "randomize_addresses"}
 
 
@@ -71,6 +75,12 @@ class Listed:
 
 
 NOT_MODIFIED = Stored(b"", "")  # ``get`` with ``unless``: the object still has that ETag
+
+
+def lance_only(key: str) -> bool:
+    """Whether ``key`` of ``storage_options`` is one only LanceDB reads (the core state's client leaves it out)."""
+    key = key.lower()
+    return key in _LANCE_ONLY_KEYS or key.startswith(_LANCE_ONLY_PREFIXES)
 
 
 def supports(uri: str) -> bool:
@@ -100,7 +110,7 @@ class Bucket:
                 self._store: ObjectStore = from_url("memory:///")
             else:
                 options = with_deadlines(self.uri, storage_options) or {}
-                config = {k: v for k, v in options.items() if k not in _CLIENT_KEYS and k not in _LANCE_ONLY_KEYS}
+                config = {k: v for k, v in options.items() if k not in _CLIENT_KEYS and not lance_only(k)}
                 client: dict[str, Any] = {
                     k: (str(v).lower() in ("1", "true", "yes") if k in _BOOL_KEYS else v)
                     for k, v in options.items()
@@ -117,6 +127,12 @@ class Bucket:
         except BaseException as exc:  # noqa: BLE001  a bad option can panic inside the binding (pyo3 PanicException)
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
+            refused = _REFUSED_KEY.search(str(exc))
+            if refused is not None:
+                raise ConfigError(
+                    f"storage_options.{refused[1]} is not a setting of the object store ({refused[2]}) nor of "
+                    f"LanceDB: correct its name or remove it (the keys: {DOCS}). Nothing was opened."
+                ) from exc
             raise StoreError(
                 f"Cannot open the object store {uri!r}: {short(str(exc))}. Check the uri and storage_options "
                 f"(endpoint, region, credentials): see {DOCS}."

@@ -161,3 +161,45 @@ def test_an_index_another_process_was_building_at_open_is_said_quietly(
     said = [r for r in caplog.records if r.name == "tiermem.store.indexes"]
     assert any("agent_id index of messages not built here" in r.getMessage() for r in said), said
     assert [r.getMessage() for r in said if r.levelno >= logging.INFO] == []
+
+
+def test_a_damaged_table_is_said_at_once_not_taken_for_another_creator(
+    s3_endpoint: str,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Opening a table retried any library error up to 40 times (~5 s locally; on object storage each try is also a
+    round of LanceDB's listings and retries), taking it for another process still creating the table. A table
+    whose manifest is damaged is no such race: the open fails at once, with the library's own words."""
+    import logging
+
+    from tiermem.store import Store
+
+    prefix = f"damaged-{uuid.uuid4().hex[:8]}"
+    uri = f"s3://{BUCKET}/{prefix}"
+    Store(uri, embedding_model="hashing-384", embedding_dim=384, storage_options=s3_options(s3_endpoint))
+    s3 = boto3.client(
+        "s3", endpoint_url=s3_endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    manifests = [k for k in objects_under(s3_endpoint, prefix) if k.startswith(f"{prefix}/passages.lance/_versions/")]
+    assert manifests
+    for key in manifests:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"not a manifest")
+    with caplog.at_level(logging.DEBUG, logger="tiermem.store.connection"):
+        with pytest.raises(
+            StoreError, match=f"Could not open the object store {uri}: .*does not have sufficient data"
+        ) as failed:
+            Store(uri, embedding_model="hashing-384", embedding_dim=384, storage_options=s3_options(s3_endpoint))
+    retried = [r.getMessage() for r in caplog.records if "being created by another process" in r.getMessage()]
+    assert retried == [], retried
+    assert ".cargo" not in str(failed.value)
+
+
+def test_a_table_listed_before_its_first_commit_is_waited_for(tmp_path: Path) -> None:
+    """The race the retries are for: a table listed (its directory made) and not yet committed reads "not found";
+    the open goes on to create it."""
+    from tiermem.store import Store
+
+    uri = tmp_path / "db"
+    (uri / "passages.lance").mkdir(parents=True)
+    store = Store(str(uri), embedding_model="hashing-384", embedding_dim=384)
+    assert store.conn.tables["passages"].count_rows() == 0

@@ -26,9 +26,9 @@ from typing import Any, TypedDict, Unpack
 from ..base.errors import SchemaError, StoreBusyError, StoreError
 from ..base.files import locked, locked_unless_held
 from ..base.object_deadlines import with_deadlines
-from ..base.object_errors import DOCS, explain, is_object_uri
+from ..base.object_errors import DOCS, FAILURES, explain, is_object_uri, store_code
 from ..base.records import new_id, now
-from .boundary import first_line, library, reads, writes
+from .boundary import first_line, is_conflict, library, reads, writes
 from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
@@ -67,7 +67,21 @@ UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its backgroun
 # The upkeep is timed by the wall clock, so under load it counts its waits too; a fragment's cost is taken at the same
 # scale: 0.4 ms per fragment and leg was best of 0.1 / 0.4 / 1.5 under ``python -m bench load --oauth`` (interleaved).
 FRAGMENT_LEG_MS, MIN_TAIL_COMMITS = 0.4, 4
+CREATE_TRIES = 40  # opens and creations of a table another process is creating (~5 s in all)
 FIRST_UPKEEP_MS = 50.0  # what an upkeep is taken to cost before this process has timed one
+
+
+def creator_race(table: str, exc: BaseException) -> bool:
+    """Whether ``exc``, raised opening or creating ``table``, is what another process creating it at the same time
+    causes: the table listed and not yet committed ("Table 'x' was not found"), or a creation that lost to the other
+    creator's (a commit conflict, "already exists"). Never the store's answer that the bucket is missing or the
+    credentials are refused."""
+    if is_conflict(exc):
+        return True
+    if store_code(str(exc)) in FAILURES:
+        return False
+    text = str(exc).lower()
+    return f"table '{table.lower()}' was not found" in text or "already exists" in text
 
 
 def is_remote(uri: str) -> bool:
@@ -603,14 +617,16 @@ class Connection:
     def _open_or_create(self, name: str, schema: Any, listed: bool) -> Any:
         """Open a table, creating it if missing (called under ``creating``). A table can be listed and not open
         ("not found") when its creator died before its first commit, or when a process without the lock (an older
-        tiermem) is creating it; open and create are tried in turn for up to ~5 s."""
-        for attempt in range(40):
+        tiermem) is creating it, and a creation can lose to that creator's commit: on those answers open and create
+        are tried in turn for up to ~5 s. Any other error (a damaged table, the store refusing or not answering) is
+        raised at once."""
+        for attempt in range(CREATE_TRIES):
             try:
                 if listed:
                     return self.db.open_table(name)
                 return self.db.create_table(name, schema=schema, exist_ok=True)
             except (OSError, RuntimeError, ValueError) as exc:
-                if attempt == 39:
+                if attempt == CREATE_TRIES - 1 or not creator_race(name, exc):
                     raise
                 log.debug("table %s is being created by another process (%s); retrying", name, exc)
                 time.sleep(min(0.25, 0.01 * (attempt + 1)))

@@ -1,6 +1,6 @@
 """Secrets are never stored (`python -m bench secrets`): the detector's recall, its false positives, its cost.
 
-- ``recall``: real-format credentials of 24 kinds (random characters in each format), each inside a realistic prompt
+- ``recall``: real-format credentials of 32 kinds (random characters in each format), each inside a realistic prompt
   sentence (``export ANTHROPIC_API_KEY=sk-ant-api03-...``), logged through the real ``autorecall.log_turn`` (the
   hook's path) into a real store; a credential counts as redacted when the stored message holds neither it nor a
   12-character piece of its middle or its end (a redaction that stops part way is a miss).
@@ -59,6 +59,41 @@ def _pem(rng: random.Random, label: str) -> str:
     body = "\n".join(_r(rng, B64, 64) for _ in range(6))
     return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----"
 
+
+# plain words a passphrase is made of (no word that says something about a password: "the password is in ...")
+PASSPHRASE_WORDS = (
+    "purple monkey dishwasher correct horse battery staple river candle orange tiger window garden silver rocket"
+    " pepper cloud marble violin forest copper lemon canyon falcon velvet harbor pickle meadow walrus tundra"
+).split()
+# a password said in another language: the sentence by the secret's first character
+FOREIGN_SENTENCES = (
+    "mon mot de passe est {} pour le wifi",
+    "das Passwort ist {}, bitte nicht weitergeben",
+    "mi contraseña es {} y el usuario es ana",
+    "la password è {} per il router",
+    "minha senha é {} no banco",
+    "mijn wachtwoord is {} voor de server",
+    "パスワードは {} です",
+    "密码是{}，别告诉别人",
+)
+
+
+def _card(rng: random.Random) -> str:
+    """A Visa number (16 digits, its Luhn check digit right), printed in groups of four."""
+    digits = [4] + [rng.randint(0, 9) for _ in range(14)]
+    total = sum(d if n % 2 else (2 * d - 9 if 2 * d > 9 else 2 * d) for n, d in enumerate(reversed(digits)))
+    digits.append((10 - total % 10) % 10)
+    s = "".join(map(str, digits))
+    return " ".join(s[i : i + 4] for i in range(0, 16, 4))
+
+
+def _ssn(rng: random.Random) -> str:
+    """A US social security number outside the ranges never issued (area 000, 666, 9xx; group 00; serial 0000)."""
+    area = rng.choice([a for a in range(1, 900) if a != 666])
+    return f"{area:03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
+
+
+SALT = ALNUM + "./"
 
 # kind -> (make a secret, put it in a prompt); the kind is what the marker should say (informative, not scored)
 Maker = Callable[[random.Random], str]
@@ -140,6 +175,22 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
         lambda s: f"the sendgrid key {s} was rotated",
     ),
     "npm token": (lambda g: "npm_" + _r(g, ALNUM, 36), lambda s: f"//registry.npmjs.org/:_authToken={s}"),
+    "passphrase in a sentence": (
+        lambda g: " ".join(g.choice(PASSPHRASE_WORDS) for _ in range(4)),
+        lambda s: f"the wifi passphrase is {s}. Write it down somewhere safe",
+    ),
+    "password in another language": (
+        lambda g: _r(g, string.ascii_letters, 8) + _r(g, string.digits, 3),
+        lambda s: FOREIGN_SENTENCES[ord(s[0]) % len(FOREIGN_SENTENCES)].format(s),
+    ),
+    "payment card number": (_card, lambda s: f"charge my card {s}, expiry 04/29"),
+    "US social security number": (_ssn, lambda s: f"the W-2 form shows {s} for her"),
+    "htpasswd line": (lambda g: f"$apr1${_r(g, SALT, 8)}${_r(g, SALT, 22)}", lambda s: f"# .htpasswd\nadmin:{s}\n"),
+    "bcrypt hash": (lambda g: "$2b$12$" + _r(g, SALT, 53), lambda s: f"the users table has {s} for bob"),
+    ".env short name, capitals": (
+        lambda g: f"{_r(g, string.ascii_uppercase, 4)}_{_r(g, string.ascii_uppercase, 3)}_{_r(g, string.digits, 4)}",
+        lambda s: f"DB_HOST=db\nDB_PASS={s}\n",
+    ),
 }
 
 

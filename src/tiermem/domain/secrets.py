@@ -8,7 +8,9 @@ The detector is the maintained PyPI ``detect-secrets``: its plugins run in proce
 baseline files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it
 lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access and refresh
 tokens, PEM and PGP private key blocks, AWS secret keys outside quotes, ``.env``-style assignments, passwords on
-command lines and in ``.netrc`` entries, Basic and bearer tokens, credentials said in a sentence, ...); a few of its
+command lines and in ``.netrc`` entries, Basic and bearer tokens, credentials said in a sentence, and the shapes that
+are no tokens in ``secret_shapes``: passphrases of several words, passwords said in other languages, payment card and
+social security numbers, password hashes); a few of its
 own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the text before them where their prefix is
 distinctive, and with invisible characters inside. Its high-entropy plugins are noisy on prose and code: only the
 base64 one is used, on quoted strings of 20+ characters with letters and digits above its entropy limit (the hex one
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.errors import SecretError
+from . import secret_shapes as shapes
 
 
 @dataclass(frozen=True)
@@ -478,6 +481,33 @@ def _own_detectors() -> list[_Detector]:
             check=_said_password,
             per_line=True,
         ),
+        d(  # "my passphrase is correct horse battery staple": plain words up to the sentence's or the line's end
+            "password",
+            c(_PASSWORD_WORD + _FOR_WHAT + _IS + shapes.PASSPHRASE),
+            ("pass", "pwd"),
+            group=1,
+            check=shapes.said_passphrase,
+            per_line=True,
+        ),
+        d(  # "mon mot de passe est ...", "das Passwort ist ...", "la contraseña es ...", "la password è ..."
+            "password",
+            c(shapes.FOREIGN_PASSWORD),
+            shapes.FOREIGN_NEEDLES,
+            group="value",
+            check=_said_password,
+            names=True,
+        ),
+        d("password", c(shapes.CJK_PASSWORD), shapes.CJK_NEEDLES, group="value", check=_said_password),
+        d("payment card number", c(shapes.PAYMENT_CARD), (), check=shapes.card_number, probe=c(r"\d{4}[ -]?\d{4}")),
+        d("social security number", c(shapes.SSN), (), check=shapes.ssn, probe=c(r"\d-\d\d-\d")),
+        d(
+            "social security number",
+            c(shapes.SAID_SSN),
+            shapes.SSN_NEEDLES,
+            group=1,
+            check=lambda v: shapes.ssn(v, said=True),
+        ),
+        d("password hash", c(shapes.PASSWORD_HASH), shapes.HASH_NEEDLES),
         d(  # "use Xk9vQ2mPz7! as the password"
             "password",
             c(
@@ -718,8 +748,18 @@ def _names_a_secret(value: str) -> bool:
 
 
 def _not_constant(value: str) -> bool:
-    """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
-    return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
+    """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``, ``ADMIN_PW_2``):
+    capitals joined by "_", ending with a letter or naming a secret; ``PROD_DB_2024`` (a digits tail, no secret's
+    word) is a password in capitals."""
+    v = value.strip()
+    if not _not_placeholder(v):
+        return False
+    if _CONSTANT.fullmatch(v) is None:
+        return True
+    return not (v[-1].isalpha() or any(p.lower() in _CONSTANT_WORDS for p in v.split("_")))
+
+
+_CONSTANT_WORDS = frozenset(("pass", "pw", "pwd", "auth", "key", "token", "secret", "password", "passwd"))
 
 
 def _quoted(text: str, start: int, end: int) -> bool:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from starlette.testclient import TestClient
 
 from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.base.projects import project_of
@@ -29,9 +31,12 @@ from tiermem.interop import auto_memory, auto_memory_admin, claude_projects
 from tiermem.interop.auto_memory import directory
 from tiermem.interop.claude_code import install, plan
 from tiermem.interop.claude_projects import folder_name
+from tiermem.ui.launch import build_ui_server
 
 from . import fake_anthropic as fa
 from .claude_code import ClaudeCode, claude_code
+from .conftest import text_of
+from .test_transports import stdio_params
 
 OLD = "---\nname: editor\ndescription: the user's editor\nmetadata:\n  type: user\n---\n\nAda edits code in Helix.\n"
 NEW = "---\nname: cat\ndescription: the user's cat\nmetadata:\n  type: user\n---\n\nAda's cat is called Miso.\n"
@@ -217,9 +222,9 @@ def test_an_agent_deleted_and_made_anew_has_every_file_stored_again(tmp_path: Pa
 
 
 def test_a_file_whose_passage_is_gone_is_stored_again_unless_it_was_forgotten(tmp_path: Path) -> None:
-    """A passage of a file gone from the store (deleted by id, a backup from before it restored) is stored again
-    by the next sync; one a forget took and whose file it could not edit (marked so) is not, until the file
-    changes."""
+    """A passage of a file gone from the store, not by a deletion asked for (a backup from before it restored; here
+    deleted with no ``deletion_guard``, as a store that lost it) is stored again by the next sync; one a forget took
+    and whose file it could not edit, or deleted on purpose (marked so), is not, until the file changes."""
     memory, agent = opened(tmp_path)
     project = tmp_path / "work"
     home, folders = claude_home(tmp_path, project)
@@ -379,6 +384,42 @@ def test_forget_edits_the_text_out_of_the_auto_memory_files(tmp_path: Path, caps
     auto_memory.sync(memory, agent, home)
     (stored,) = [p.content for p in tagged(memory, agent)]
     assert "QUOKKA" not in stored and "Visitors sign in" in stored and "Porto door code" in stored
+
+
+@pytest.mark.anyio
+async def test_a_passage_deleted_with_the_tool_is_not_stored_again_while_its_file_holds_the_same_text(
+    tmp_path: Path,
+) -> None:
+    """`archival_memory_delete` (a real `tiermem serve` over stdio) deletes the passage a sync stored from Claude
+    Code's file: the next sync does not store the file again while it holds the same text (the file's record keeps
+    its digest, not its text); once Claude Code changes the file, the new text is stored. The inspector's delete
+    (`tiermem ui`) does the same."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    cat = folders[project] / "cat.md"
+    cat.write_text(NEW)
+    auto_memory.sync(memory, agent, home, str(project))
+    [stored] = tagged(memory, agent)
+    memory.core.close()
+    async with Client(stdio_params(tmp_path), cache=None) as client:
+        result = await client.call_tool("archival_memory_delete", {"id": stored.id})
+        assert not result.is_error and json.loads(text_of(result))["deleted"] == 1, text_of(result)
+    memory, agent = opened(tmp_path)
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
+    assert "Miso" not in json.dumps(json.loads((home / "state.json").read_text()))  # a digest, not the text
+    cat.write_text(NEW.replace("Miso", "Tofu"))
+    assert auto_memory.sync(memory, agent, home).imported == 1
+    [tofu] = tagged(memory, agent)
+    assert tofu.content == "the user's cat\n\nAda's cat is called Tofu."
+    memory.core.close()
+
+    app, url = build_ui_server(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), port=8931)
+    token = url.split("#token=", 1)[1]
+    with TestClient(app, base_url="http://127.0.0.1:8931", headers={"authorization": f"Bearer {token}"}) as ui:
+        assert ui.post("/ui/api/passages/delete", json={"agent": "default", "id": tofu.id}).json() == {"deleted": 1}
+    memory, agent = opened(tmp_path)
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
 
 
 def test_a_file_whose_passage_a_forget_took_but_whose_text_it_could_not_edit_is_not_stored_again(

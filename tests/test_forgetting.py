@@ -721,6 +721,41 @@ def test_forget_text_across_the_chunks_of_one_insert_forgets_the_insert_whole(
         after.core.close()
 
 
+@pytest.mark.parametrize(
+    ("word", "whole"),
+    [
+        ("-".join(f"{i * 2654435761 % 2**32:x}" for i in range(500)), True),  # a token cut into slices: all of it
+        ("".join(chr(0x4E00 + i * 37 % 2000) for i in range(1500)), False),  # a CJK run: a part across a cut
+    ],
+    ids=["token", "cjk"],
+)
+def test_forget_text_of_one_long_word_cut_into_chunks_forgets_the_insert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], word: str, whole: bool
+) -> None:
+    """One word longer than the model's window (no whitespace in it, but pieces the tokenizer counts apart) is cut
+    into slices, and consecutive chunks share none of it: no one chunk holds the word, nor surely its start or end.
+    `forget --text` of the word, or of a part of it across a cut, forgets the insert whole, every chunk."""
+    root = tmp_path / "data"
+    memory = open_memory(load_settings(data_dir=root, embedding_model="default"), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    memory.archival_insert(agent, f"my key is {word} keep it", None)
+    kept = memory.archival_insert(agent, f"a short note about {word[:40]}", None).stored
+    rows = memory.archive.rows.rows_where("passages", Filter(agent_id=agent))
+    chunks = sorted((r for r in rows if r["id"] not in kept), key=lambda r: r["chunk"])
+    memory.core.close()
+    cut = len(chunks[0]["content"]) - len("my key is ")
+    text = word if whole else word[cut - 30 : cut + 30]
+    assert len(chunks) > 2 and not any(text in r["content"] for r in chunks)
+    cli = ["--data-dir", str(root), "--embedding-model", "default", "--agent", "default", "--yes"]
+    assert main(["forget", "--text", text, *cli]) == 0
+    assert f"forgot {len(chunks)} passage row(s)" in capsys.readouterr().out
+    after = open_memory(load_settings(data_dir=root, embedding_model="default"), start_embedder=False)
+    try:
+        assert [r["id"] for r in after.archive.rows.rows_where("passages", Filter(agent_id=agent))] == kept
+    finally:
+        after.core.close()
+
+
 def test_a_forget_that_found_nothing_says_so_and_leaves_nothing_pending(
     local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -90,27 +90,61 @@ def chunk_text(
     return chunks
 
 
-def rejoin(chunks: Sequence[str]) -> str:
-    """The text ``chunk_text`` cut into ``chunks`` (in order), made again as near as it can be: a chunk starts with the
-    words the one before it ended with (their overlap), taken once; chunks with no overlap are joined by a space (the
-    whitespace a cut dropped is not kept, nor is a word cut into slices made whole)."""
-    out = chunks[0] if chunks else ""
-    for chunk in chunks[1:]:
-        shared = _overlap(out, chunk)
-        out = out + chunk[shared:] if shared else f"{out} {chunk}"
+def holds_across(chunks: Sequence[str], text: str) -> bool:
+    """Whether the text ``chunk_text`` cut into ``chunks`` (in order) holds ``text`` across two chunks or more, its
+    whitespace compared as single spaces (a cut drops the whitespace at a chunk's ends). Each chunk is a run of the
+    text; consecutive ones share a run (their overlap: whole words, or slices of a word cut into slices) or none (the
+    chunker kept no overlap: a word or a slice longer than it), and then the text had whitespace between them (a cut
+    between words) or none (a cut inside a word). Which is not stored, so every join that fits the chunks is tried:
+    each run the next chunk starts with and the chunk before ends with, or none, with a space or without. Matches
+    within one chunk are not looked for here (the store's own filter finds them)."""
+    wanted = " ".join(text.split())
+    parts = [p for p in (" ".join(c.split()) for c in chunks) if p]
+    if not wanted or len(parts) < 2:
+        return False
+    reached = _ends_with_start(parts[0], wanted)  # how much of ``wanted`` ends the chunks so far, each a way to
+    for before, chunk in zip(parts, parts[1:]):  # have begun it in an earlier chunk and followed it up to here
+        after: set[int] = set()
+        for shared in _overlaps(before, chunk):
+            rest = chunk[shared:]
+            for done in reached:
+                for glue in (" ", "") if shared == 0 else ("",):
+                    left = wanted[done:]
+                    if not left.startswith(glue) or len(left) == len(glue):
+                        continue
+                    left = left[len(glue) :]
+                    if rest.startswith(left):
+                        return True
+                    if left.startswith(rest):
+                        after.add(len(wanted) - len(left) + len(rest))
+        reached = after | _ends_with_start(chunk, wanted)
+    return False
+
+
+def _ends_with_start(chunk: str, wanted: str) -> set[int]:
+    """Each length (short of the whole) of a start of ``wanted`` that ``chunk`` ends with."""
+    return set(_shared(chunk, wanted, len(wanted) - 1))
+
+
+def _overlaps(before: str, after: str) -> list[int]:
+    """0 and each length of a start of ``after`` that ``before`` ends with (a run consecutive chunks may share)."""
+    return [0, *_shared(before, after, len(after))]
+
+
+_KEY = 8  # characters: a start at least this long is looked for by its first ones (``str.find``), a shorter one as is
+
+
+def _shared(a: str, b: str, most: int) -> list[int]:
+    """Each length ``n`` (1 to ``most``) of a start of ``b`` that ``a`` ends with."""
+    out = [n for n in range(1, min(_KEY, most + 1)) if a.endswith(b[:n])]
+    if most >= _KEY:
+        key = b[:_KEY]
+        at = a.find(key, max(0, len(a) - most))
+        while at >= 0:
+            if b.startswith(a[at:]):
+                out.append(len(a) - at)
+            at = a.find(key, at + 1)
     return out
-
-
-def _overlap(before: str, after: str) -> int:
-    """The length of the longest run of whole words that ``before`` ends with and ``after`` starts with (0: none)."""
-    for k in range(min(len(before), len(after)), 0, -1):
-        if (
-            (k == len(after) or after[k].isspace())
-            and (k == len(before) or before[-k - 1].isspace())
-            and before.endswith(after[:k])
-        ):
-            return k
-    return 0
 
 
 def estimate_tokens(text: str) -> int:

@@ -52,6 +52,10 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
         # Block tools answer as soon as the core state is open; recall and archival wait for the archive, which
         # starts opening once the client has the handshake's answer (MemoryHandle.answered), or when first needed.
         memory = open_memory(settings, lazy=True, archive_now=False, on_archive_wait=_tell_archive_wait)
+        # a passage deleted by a tool is not stored again from Claude Code's auto memory (the sync's state is local)
+        from ..interop.auto_memory_admin import guard_deletions
+
+        guard_deletions(memory, settings.resolved_data_dir())
         agent = memory.core.find_agent(settings.agent)
         if agent is None:
             # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults

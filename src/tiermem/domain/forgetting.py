@@ -18,7 +18,7 @@ What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
   from ``uses.sqlite3`` (overwritten on disk, its log truncated).
 
 A text's forget takes every passage holding it: an archival insert stored in chunks whole, when its text holds it
-across two chunks or more (``_passages_across_chunks``) as when one chunk does.
+across two chunks or more (``_passages_across_chunks``: a word cut into slices too) as when one chunk does.
 
 Scope: a forget naming an agent stays within it, reads and reports nothing of another agent's: its rows, its blocks
 (a block shared with others too: it is this agent's), its idempotency records, the files of the folders attached to
@@ -39,7 +39,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.chunking import rejoin
+from ..base.chunking import holds_across
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us
 from ..store import Filter
@@ -291,33 +291,23 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
 
 def _passages_across_chunks(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> None:
     """Forget the archival inserts stored in chunks whose text holds ``text`` across two chunks or more (no one chunk
-    holds it). Consecutive chunks overlap by some words, so the text's first and last ``_PIECE`` characters are each
-    within one chunk: the inserts of the chunks holding either are made whole again (``rejoin``) and looked in, their
-    whitespace compared as single spaces (a cut drops the whitespace at a chunk's ends)."""
+    holds it): every insert of the scope stored in chunks is looked in (``holds_across``), a few at a time. No part of
+    the text is sure to be in one chunk (a word cut into slices, a CJK run, is cut with no overlap, anywhere in it),
+    so the chunks are not first narrowed by a part of it."""
     rows = memory.archive.rows
-    pieces = {text[:_PIECE], text[-_PIECE:]}
-    groups = {
-        r["group_id"]
-        for piece in pieces
-        for r in rows.rows_where("passages", Filter(agent_id=agent_id, containing=piece))
-        if r.get("group_id")
-    }
-    if not groups:
-        return
-    chunks: dict[str, list[tuple[int, str]]] = {}
-    for r in rows.rows_where("passages", Filter(agent_id=agent_id, group_ids=tuple(sorted(groups)))):
-        chunks.setdefault(r["group_id"], []).append((r["chunk"], r["content"]))
-    wanted = " ".join(text.split())
-    holding = tuple(
-        group
-        for group, parts in chunks.items()
-        if len(parts) > 1 and wanted in " ".join(rejoin([c for _, c in sorted(parts)]).split())
-    )
+    groups = rows.chunked_groups("passages", Filter(agent_id=agent_id))
+    holding: list[str] = []
+    for at in range(0, len(groups), _GROUPS_READ):
+        chunks: dict[str, list[tuple[int, str]]] = {}
+        batch = tuple(groups[at : at + _GROUPS_READ])
+        for r in rows.rows_where("passages", Filter(agent_id=agent_id, group_ids=batch)):
+            chunks.setdefault(r["group_id"], []).append((r["chunk"], r["content"]))
+        holding += [g for g, parts in chunks.items() if holds_across([c for _, c in sorted(parts)], text)]
     if holding:
-        _passages(memory, done, Filter(agent_id=agent_id, group_ids=holding))
+        _passages(memory, done, Filter(agent_id=agent_id, group_ids=tuple(holding)))
 
 
-_PIECE = 24  # characters: less than the words consecutive chunks share (``CHUNK_OVERLAP`` word pieces)
+_GROUPS_READ = 200  # chunked inserts read at once when a text is looked for across their chunks
 
 
 def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filter, text: str | None) -> None:

@@ -105,6 +105,8 @@ class Change:
 
 
 Listener = Callable[[Change], None]
+# (agent id, passage id, the deletion itself) -> the rows it deleted: ``Memory.deletion_guard``
+DeletionGuard = Callable[[str, str, Callable[[], int]], int]
 WARM_EXIT_SECONDS = 15.0  # at interpreter exit, the longest a process waits for ``Memory.warm``'s read to finish
 DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
 DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
@@ -175,6 +177,9 @@ class Memory:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
+        # set by the composition root (``interop.auto_memory_admin.guard_deletions``, for a local store): a deletion
+        # of a passage asked for runs inside it, so what a file sync stored and a user deleted is not stored again
+        self.deletion_guard: DeletionGuard | None = None
         self._token_guard = threading.Lock()
         self._token: tuple[float, object] | None = None  # (when its read started: monotonic, the change token)
         self._warming: threading.Thread | None = None  # ``warm``'s thread
@@ -1024,11 +1029,18 @@ class Memory:
         for ref in (a, b):
             self.archive.find_memory(agent_id, ref)
 
-    def archival_delete(self, agent_id: str, passage_id: str) -> int:
-        """Delete a passage, every chunk of it (``Archive.delete``), and its use record; how many rows went."""
-        removed = self.archive.delete(agent_id, passage_id)
-        self.uses.forget((passage_id,), groups=(passage_id,))
-        return removed
+    def archival_delete(self, agent_id: str, passage_id: str, *, guarded: bool = True) -> int:
+        """Delete a passage, every chunk of it (``Archive.delete``), and its use record; how many rows went. A
+        deletion asked for (``guarded``; not a sync's own replacing of what it stored) runs through
+        ``deletion_guard`` when one is set."""
+
+        def delete() -> int:
+            removed = self.archive.delete(agent_id, passage_id)
+            self.uses.forget((passage_id,), groups=(passage_id,))
+            return removed
+
+        guard = self.deletion_guard
+        return guard(agent_id, passage_id, delete) if guarded and guard is not None else delete()
 
     def existing(self, kinds: Mapping[str, str], *, agent_id: str | None = None) -> set[str]:
         """Which of the memories ``kinds`` (id -> kind, ``core.uses.KINDS``) still exist: passages and messages in

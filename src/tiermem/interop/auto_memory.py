@@ -31,7 +31,8 @@ start, before core memory is given, and after each reply):
 What sync did last is kept in ``<data dir>/auto-memory/<agent>/state.json``: per folder, its project, each file's
 digest and passage ids, each block file's digest and the block version written; so it tells an edit on either side
 from its own writes; a file whose passages are gone from the store (the agent deleted and made anew, a backup
-restored, a passage deleted) is stored again. Each file is synced on its own: one that cannot be (not UTF-8, a block
+restored) is stored again, but not one whose passage was deleted or forgotten on purpose (its record marked
+``FORGOTTEN``: ``auto_memory_admin``), until the file changes. Each file is synced on its own: one that cannot be (not UTF-8, a block
 edit refused, ...) is skipped and reported (``Synced.problems``, logged to stderr, and kept in the state for
 ``tiermem doctor``) while the rest go on, and the state is saved whatever happens, so a file is never stored twice.
 
@@ -65,7 +66,9 @@ log = logging.getLogger(__name__)
 INDEX = "MEMORY.md"
 SOURCES = "sources.json"  # setup's: where Claude Code keeps its auto memory
 STATE = "state.json"
-FORGOTTEN = "forgotten"  # in a file's record: a forget took its passage and could not edit the file (not re-stored)
+# in a file's record: its passage was deleted on purpose, or a forget took it and could not edit the file: the file is
+# not stored again until it changes (its digest is kept, not its text)
+FORGOTTEN = "forgotten"
 LOCK = ".lock"
 OWN = "tiermem-"  # tiermem's block files
 TAG = "claude-auto-memory"
@@ -275,9 +278,9 @@ def sync(memory: Memory, agent_id: str, home: Path, cwd: object = None) -> Synce
 
 def _restore_missing(memory: Memory, agent_id: str, entries: list[Any]) -> None:
     """Each file whose passages are gone from the store (a backup restored from before it was stored, an agent
-    deleted while the state stayed, a passage deleted by id) stored again at this sync: its record kept, its
-    digest dropped. Not a file a forget could not edit (``FORGOTTEN``: what it holds was forgotten; it is stored
-    again once it changes). One read for every file of the sync."""
+    deleted while the state stayed) stored again at this sync: its record kept, its digest dropped. Not a file
+    whose passage was deleted on purpose, or that a forget could not edit (``FORGOTTEN``: what it holds was deleted
+    or forgotten; it is stored again once it changes). One read for every file of the sync."""
     records = [
         record
         for entry in entries
@@ -345,7 +348,7 @@ def _delete(memory: Memory, agent_id: str, passage_id: str) -> None:
     """A passage of an earlier sync deleted; one already gone (forgotten, deleted by hand, or a later chunk of a
     chunked one) is fine."""
     try:
-        memory.archival_delete(agent_id, passage_id)  # with its use record
+        memory.archival_delete(agent_id, passage_id, guarded=False)  # with its use record; the sync's own
     except NotFoundError:
         pass
 

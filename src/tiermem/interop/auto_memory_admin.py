@@ -5,7 +5,8 @@ not do, for ``tiermem doctor``.
 ``.claude.json`` and user settings) and syncs at once; ``withdraw`` (uninstall) takes tiermem's block files and
 ``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of the
 auto-memory files of the agent a forget names (of every agent for a whole-store forget), ``forget_passage`` a
-forgotten passage out of the file it was stored from (so Claude Code neither loads nor re-imports it); ``unpoint``
+forgotten passage out of the file it was stored from (so Claude Code neither loads nor re-imports it);
+``guard_deletions`` keeps a passage deleted on purpose from being stored again from its unchanged file; ``unpoint``
 puts back the ``autoMemoryDirectory`` setting an earlier setup pointed at one folder for every project.
 """
 
@@ -46,6 +47,7 @@ from .auto_memory_earlier import RERUN, left_by_earlier, pointed, take_over
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..domain.memory import Memory
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +177,24 @@ def forget_passage(
                     kept.add(target)
         _keep_forgotten(homes, kept)
     return edited, failed
+
+
+def guard_deletions(memory: Memory, data_dir: Path) -> None:
+    """A passage deleted on purpose in ``memory`` (``archival_memory_delete``, the inspector's delete) that a sync
+    stored from one of Claude Code's auto-memory files stays deleted: the file's record is marked (``FORGOTTEN``:
+    its digest is kept, not its text), so the sync does not store the file again while it holds the same text; a
+    changed file is stored. No sync of the agent's runs between the deletion and the mark (``memory``'s
+    ``deletion_guard``; ``data_dir``: the local store's, where the syncs keep their state)."""
+
+    def guard(agent_id: str, passage_id: str, delete: Callable[[], int]) -> int:
+        homes = _homes(data_dir, [memory.core.get_agent(agent_id).name])
+        with _no_sync(homes):
+            removed = delete()
+            if removed:
+                _keep_forgotten(homes, {path for path, _ in sources_of(homes, passage_id)})
+        return removed
+
+    memory.deletion_guard = guard
 
 
 def _homes(data_dir: Path, agents: list[str] | None) -> list[Path]:

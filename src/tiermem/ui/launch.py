@@ -60,6 +60,9 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
             "inspector from elsewhere, run `tiermem serve --transport http` with bearer tokens and open /ui."
         )
     memory = open_memory(settings)
+    from ..interop.auto_memory_admin import guard_deletions
+
+    guard_deletions(memory, settings.resolved_data_dir())  # a passage deleted here: not stored again from auto memory
     memory.named_agent(settings.agent)
     # A fresh secret per run: other local users and web pages cannot use the inspector without the URL.
     session = secrets.token_urlsafe(32)

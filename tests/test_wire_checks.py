@@ -40,7 +40,7 @@ CASES: list[tuple[Any, Any, int, str]] = [
     ),
 ]
 
-LONG = "x" * 6000  # past wire_checks.HEAD_BYTES: such a body is judged by its head
+LONG = "x" * 6000  # a long body is screened whole, as a short one
 
 
 def long_case(message: Any) -> Any:
@@ -52,6 +52,15 @@ def long_case(message: Any) -> Any:
 
 
 LONG_CASES = [(long_case(message), *rest) for message, *rest in CASES]
+# A member repeated after long params: the SDK reads its last value (a request with "id": null after its own id is a
+# notification to it, never answered), and so does the screen, which reads the whole body.
+HEAD = '{"jsonrpc":"2.0","id":7,"method":"ping","params":' + json.dumps({"_meta": {"n": LONG}})
+DOUBLED = [
+    (HEAD + ',"id":null}', None, -32600, NOT_AN_ID),
+    (HEAD + ',"id":true}', None, -32600, NOT_AN_ID),
+    (HEAD + ',"jsonrpc":"1.0"}', 7, -32600, "Invalid Request: "),
+    (HEAD + ',"params":[1]}', 7, -32602, "Invalid params: "),
+]
 
 
 def test_stdio_answers_misread_lines_with_their_ids(tmp_path: Path) -> None:
@@ -101,6 +110,12 @@ def test_streamable_http_answers_misread_bodies_like_stdio(tmp_path: Path) -> No
                 assert answer["id"] == ident and answer["error"]["code"] == code, answer
                 assert answer["error"]["message"].startswith(start), answer
                 assert "my-secret-value" not in r.text and "pydantic" not in r.text
+            for body, ident, code, start in DOUBLED:
+                r = web.post(url, content=body, headers={**session, "content-type": "application/json"})
+                assert r.status_code == 400, (body[-40:], r.status_code, r.text)
+                answer = r.json()
+                assert answer["id"] == ident and answer["error"]["code"] == code, answer
+                assert answer["error"]["message"].startswith(start) and "pydantic" not in r.text, answer
             r = web.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session)
             assert r.status_code == 200 and '"id":9' in r.text, r.text
             r = web.post(url, json=long_case({"jsonrpc": "2.0", "id": 10, "method": "ping"}), headers=session)

@@ -105,8 +105,6 @@ def refused(ident: int | str | None, code: int, message: str, what: str, answere
 
 
 HTTP_ONE_BY_ONE = "one JSON-RPC message per POST"
-# A body longer than this is first judged by its head, parsed as far as it goes (``head_verdict``).
-HEAD_BYTES = 2048
 
 
 def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) -> ASGIApp:
@@ -115,8 +113,9 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
     else goes on to ``app`` unchanged. A body that is not JSON goes on too (streamable HTTP's SDK answers -32700),
     unless ``parse_errors``: then it gets HTTP 400 with -32700 here (SSE's SDK answers a plain-text 400).
 
-    The SDK parses the body again: the common case, a long request whose ``params`` come last, is judged by its head
-    alone (``head_verdict``), so the screen costs a few microseconds, not a second parse of its arguments."""
+    The whole body is parsed, as the SDK parses it (a member repeated anywhere, after ``params`` too, is read as its
+    last value, as the SDK reads it): a few microseconds for the usual body of a few kilobytes, about a third of the
+    SDK's own parse and validation of a long one (it is bounded by ``max_request_bytes``, in ``netguard.Guard``)."""
     import pydantic_core
 
     from ..process.netguard import replay_body
@@ -133,16 +132,12 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
             chunks.append(message.get("body", b""))
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
-        head = None if parse_errors else head_verdict(body)
-        if head is not None:
-            verdict = head[0]
-        else:
-            try:
-                verdict = (
-                    misread(pydantic_core.from_json(body), one_by_one=HTTP_ONE_BY_ONE) if body or parse_errors else None
-                )
-            except ValueError:
-                verdict = _not_json() if parse_errors else None  # else the SDK's -32700
+        try:
+            verdict = (
+                misread(pydantic_core.from_json(body), one_by_one=HTTP_ONE_BY_ONE) if body or parse_errors else None
+            )
+        except ValueError:
+            verdict = _not_json() if parse_errors else None  # else the SDK's -32700
         if verdict is None:
             await app(scope, replay_body(body, receive), send)
             return
@@ -156,24 +151,3 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
         await send({"type": "http.response.body", "body": payload})
 
     return screen
-
-
-def head_verdict(body: bytes) -> tuple[Verdict | None] | None:
-    """``misread``'s verdict on a body longer than ``HEAD_BYTES`` from its first ``HEAD_BYTES`` alone (in a 1-tuple),
-    when they hold a request whose members before ``params`` are whole and whose ``params`` object runs past them:
-    everything ``misread`` looks at but ``params``' content, which it does not read. None when the head cannot
-    say (a short body, another order, no object, not JSON): the whole body is parsed then. A member repeated after
-    ``params`` (JSON leaves repeated names undefined) is read as the SDK reads it."""
-    import pydantic_core
-
-    if len(body) <= HEAD_BYTES:
-        return None
-    try:
-        head = pydantic_core.from_json(body[:HEAD_BYTES], allow_partial=True)
-    except ValueError:  # cut in a multi-byte character, or not JSON: the whole body says which
-        return None
-    if not isinstance(head, dict) or "method" not in head or list(head)[-1] != "params":
-        return None  # the last member may be cut short (a number, a string), unless it is params
-    if not isinstance(head["params"], dict):
-        return None
-    return (misread(head, one_by_one=HTTP_ONE_BY_ONE),)

@@ -145,3 +145,29 @@ def test_sse_answers_misread_and_unparsable_bodies_like_streamable_http(tmp_path
             init = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
             r = web.post(url, json={**init, "params": {"protocolVersion": "2025-03-26", **HELLO}})
             assert r.status_code == 202, r.text
+
+
+def test_a_refused_request_opens_no_session(tmp_path: Path) -> None:
+    """Streamable HTTP: a request without a session id that the SDK refuses (an Accept header without both types, a
+    first request that is not initialize, a GET or DELETE) is answered without a session id (the SDK discards the
+    session it opened for it, but its answer named it); an initialize that is answered opens one."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    both = "application/json, text/event-stream"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", **HELLO}}
+    with serving(tmp_path, "http", port, "--data-dir", str(tmp_path / "data"), TIERMEM_HTTP_TOKEN=HTTP_TOKEN):
+        with httpx2.Client(headers=AUTH, timeout=60) as web:
+            refused = [
+                web.post(url, json=init, headers={"accept": "text/plain"}),
+                web.post(url, json=init, headers={"accept": "application/json"}),
+                web.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers={"accept": both}),
+                web.get(url, headers={"accept": "text/event-stream"}),
+                web.delete(url),
+            ]
+            assert [r.status_code for r in refused] == [406, 406, 400, 400, 400], [r.text for r in refused]
+            assert [r.headers.get("mcp-session-id") for r in refused] == [None] * 5
+            opened = web.post(url, json=init, headers={"accept": both})
+            assert opened.status_code == 200 and opened.headers.get("mcp-session-id"), opened.text
+            session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            again = web.post(url, json=init, headers={"accept": "text/plain", **session})  # in a session: its own id
+            assert again.status_code == 406 and again.headers.get("mcp-session-id") == session["mcp-session-id"]

@@ -16,6 +16,9 @@ and all. ``misread`` says what is wrong instead, in tiermem's words:
 
 The answer names the problem and what to send instead, never the values sent (they are the caller's data). A
 notification (no ``id``) is never answered: only logged.
+
+``no_refused_sessions``: a streamable-HTTP request that opens no session (the SDK refused it: 406, 415, 400...) is
+answered without a session id.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, J
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from ..process.netguard import ASGIApp, Receive, Scope, Send
+    from ..process.netguard import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -151,3 +154,33 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
         await send({"type": "http.response.body", "body": payload})
 
     return screen
+
+
+SESSION_HEADER = b"mcp-session-id"
+
+
+def no_refused_sessions(app: ASGIApp, path: str = "/mcp") -> ASGIApp:
+    """ASGI: a request to streamable HTTP's endpoint ``path`` that names no session and that the SDK refuses (406 for
+    an Accept header without both types, 415 for another content type, 400 for a first request that is not
+    ``initialize``...) is answered without an ``Mcp-Session-Id``. The SDK opens a session for every such request and
+    discards it when its answer is an error, but the answer still carried its id, as if a session had been opened (a
+    client that kept it got 404 next). A request that names a session, or one the SDK accepts, goes through as is."""
+
+    async def opening(scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("path", "").rstrip("/") != path
+            or any(name == SESSION_HEADER for name, _ in scope.get("headers", ()))
+        ):
+            await app(scope, receive, send)
+            return
+
+        async def send_refusal_without_session(message: Message) -> None:
+            if message["type"] == "http.response.start" and int(message.get("status", 200)) >= 400:
+                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != SESSION_HEADER]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_refusal_without_session)
+
+    return opening

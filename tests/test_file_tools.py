@@ -296,6 +296,36 @@ async def test_a_file_subscriber_hears_of_another_processs_change_on_either_hand
         assert "moved to the attic" in (await c.read_resource(uri)).contents[0].text
 
 
+async def test_a_file_subscriber_hears_only_of_its_files_changes(settings: Settings) -> None:
+    """A client subscribed to two files is told of a change of one only through that one's URI: another process's
+    re-upload of docs/src/app.py reaches its subscribers, not those of docs/guide.md (whose update, sorted first,
+    would have come before it); the client's own open_files changes core memory, not a file's content: no file's
+    subscribers hear of it."""
+    settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
+    _prepare(settings)
+    guide, app = "memory://files/docs/guide.md", "memory://files/docs/src/app.py"
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        params = getattr(getattr(message, "root", message), "params", None)
+        if getattr(params, "uri", None):
+            received.append(str(params.uri))
+
+    other = open_memory(settings)  # another process re-uploads a file (`tiermem folders sync`)
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
+        for uri in ("memory://core", guide, app):
+            await c.subscribe_resource(uri)
+        opened = await _call(c, "open_files", file_requests=[{"file_name": "docs/src/app.py"}])
+        assert not opened.is_error and "memory://core" in received, received  # told before the call's answer
+        assert not [uri for uri in received if uri.startswith("memory://files/")], received
+        other.files.upload("docs", "src/app.py", CODE + b"# shipped\n")
+        with anyio.fail_after(10):
+            while app not in received:
+                await anyio.sleep(0.05)
+        assert guide not in received, received
+        assert "# shipped" in (await c.read_resource(app)).contents[0].text
+
+
 async def test_a_search_of_the_files_notifies_no_one(settings: Settings) -> None:
     """grep_files and semantic_search_files are reads: their touch of an open file (its access time, which only the
     choice of which file to close reads) tells no client anything, neither the caller nor, through the watch, a client

@@ -389,6 +389,8 @@ def test_protocol_errors_over_stdio_say_what_was_wrong(tmp_path: Path) -> None:
         request(8, "prompts/list", {"cursor": "x"}),
         request(9, "resources/templates/list", {"cursor": "x"}),
         request(10, "tools/list", {"cursor": None}),
+        request(11, "initialize", {"protocolVersion": "2025-06-18", **hello}),  # a second handshake: refused
+        request(12, "ping"),
     ]
     server = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
@@ -412,7 +414,10 @@ def test_protocol_errors_over_stdio_say_what_was_wrong(tmp_path: Path) -> None:
         server.stdin.close()
         server.wait(timeout=60)
     errors = {i: r["error"] for i, r in replies.items() if "error" in r}
-    assert set(errors) == {1, 2, 4, 5, 6, 7, 8, 9} and {e["code"] for e in errors.values()} == {-32602}, replies
+    assert set(errors) == {1, 2, 4, 5, 6, 7, 8, 9, 11}, replies
+    assert {e["code"] for i, e in errors.items() if i != 11} == {-32602} and errors[11]["code"] == -32600, replies
+    assert errors[11]["message"].startswith("Invalid Request: initialize was already answered on this connection")
+    assert replies[12]["result"] == {}
     assert "tools/list was sent before initialize" in errors[1]["message"]
     assert "params.protocolVersion: Field required" in errors[2]["message"]
     assert "params.level: Input should be 'alert'" in errors[4]["message"]

@@ -40,7 +40,7 @@ CASES: list[tuple[Any, Any, int, str]] = [
     ),
 ]
 
-LONG = "x" * 6000  # past wire_checks.HEAD_BYTES: such a body is judged by its head
+LONG = "x" * 6000  # a long body is screened whole, as a short one
 
 
 def long_case(message: Any) -> Any:
@@ -52,6 +52,15 @@ def long_case(message: Any) -> Any:
 
 
 LONG_CASES = [(long_case(message), *rest) for message, *rest in CASES]
+# A member repeated after long params: the SDK reads its last value (a request with "id": null after its own id is a
+# notification to it, never answered), and so does the screen, which reads the whole body.
+HEAD = '{"jsonrpc":"2.0","id":7,"method":"ping","params":' + json.dumps({"_meta": {"n": LONG}})
+DOUBLED = [
+    (HEAD + ',"id":null}', None, -32600, NOT_AN_ID),
+    (HEAD + ',"id":true}', None, -32600, NOT_AN_ID),
+    (HEAD + ',"jsonrpc":"1.0"}', 7, -32600, "Invalid Request: "),
+    (HEAD + ',"params":[1]}', 7, -32602, "Invalid params: "),
+]
 
 
 def test_stdio_answers_misread_lines_with_their_ids(tmp_path: Path) -> None:
@@ -101,6 +110,12 @@ def test_streamable_http_answers_misread_bodies_like_stdio(tmp_path: Path) -> No
                 assert answer["id"] == ident and answer["error"]["code"] == code, answer
                 assert answer["error"]["message"].startswith(start), answer
                 assert "my-secret-value" not in r.text and "pydantic" not in r.text
+            for body, ident, code, start in DOUBLED:
+                r = web.post(url, content=body, headers={**session, "content-type": "application/json"})
+                assert r.status_code == 400, (body[-40:], r.status_code, r.text)
+                answer = r.json()
+                assert answer["id"] == ident and answer["error"]["code"] == code, answer
+                assert answer["error"]["message"].startswith(start) and "pydantic" not in r.text, answer
             r = web.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session)
             assert r.status_code == 200 and '"id":9' in r.text, r.text
             r = web.post(url, json=long_case({"jsonrpc": "2.0", "id": 10, "method": "ping"}), headers=session)
@@ -130,3 +145,29 @@ def test_sse_answers_misread_and_unparsable_bodies_like_streamable_http(tmp_path
             init = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
             r = web.post(url, json={**init, "params": {"protocolVersion": "2025-03-26", **HELLO}})
             assert r.status_code == 202, r.text
+
+
+def test_a_refused_request_opens_no_session(tmp_path: Path) -> None:
+    """Streamable HTTP: a request without a session id that the SDK refuses (an Accept header without both types, a
+    first request that is not initialize, a GET or DELETE) is answered without a session id (the SDK discards the
+    session it opened for it, but its answer named it); an initialize that is answered opens one."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    both = "application/json, text/event-stream"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", **HELLO}}
+    with serving(tmp_path, "http", port, "--data-dir", str(tmp_path / "data"), TIERMEM_HTTP_TOKEN=HTTP_TOKEN):
+        with httpx2.Client(headers=AUTH, timeout=60) as web:
+            refused = [
+                web.post(url, json=init, headers={"accept": "text/plain"}),
+                web.post(url, json=init, headers={"accept": "application/json"}),
+                web.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers={"accept": both}),
+                web.get(url, headers={"accept": "text/event-stream"}),
+                web.delete(url),
+            ]
+            assert [r.status_code for r in refused] == [406, 406, 400, 400, 400], [r.text for r in refused]
+            assert [r.headers.get("mcp-session-id") for r in refused] == [None] * 5
+            opened = web.post(url, json=init, headers={"accept": both})
+            assert opened.status_code == 200 and opened.headers.get("mcp-session-id"), opened.text
+            session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            again = web.post(url, json=init, headers={"accept": "text/plain", **session})  # in a session: its own id
+            assert again.status_code == 406 and again.headers.get("mcp-session-id") == session["mcp-session-id"]

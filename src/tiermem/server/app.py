@@ -417,12 +417,12 @@ def build_http_app(
         from .tenants import TenantApps
 
         app = TenantApps(app, tenants, retired=tenants.retired)
-    from .wire_checks import screened
+    from .wire_checks import no_refused_sessions, screened
 
     # a body the SDK would misread (an id it drops, a batch...) is answered here; SSE's SDK answers a body that is not
-    # JSON with a plain-text 400, so that one is answered here too (-32700)
+    # JSON with a plain-text 400, so that one is answered here too (-32700); a refused request names no session
     sse = settings.transport == "sse"
-    app = screened(app, "/messages", parse_errors=True) if sse else screened(app)
+    app = screened(app, "/messages", parse_errors=True) if sse else screened(no_refused_sessions(app))
     if ui is not None:
         app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]

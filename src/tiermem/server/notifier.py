@@ -28,6 +28,7 @@ others' state under one lock.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -161,6 +162,10 @@ class Notifier:
         self._run_lock = threading.Lock()
         self.remote_changes = 0  # other processes' changes published (for tests and benchmarks)
         self._had_folders: bool | None = None  # whether the client was last shown the file tools (None: not known)
+        # each attached file's version as its resource shows it (name -> file id and content digest) at the last look
+        # (None: not looked yet: every subscribed file is taken for changed); a file's subscribers hear of its changes only
+        self._file_versions: dict[str, tuple[str, str]] | None = None
+        self._files_lock = threading.Lock()
 
     # -- watching other processes' edits ---------------------------------------------------------
 
@@ -395,6 +400,8 @@ class Notifier:
         if channel not in channels:
             channels.append(channel)
         self._on_close(channel)
+        if uri.startswith(FILES_URI_PREFIX):
+            await self.files_from_now()
         await self.watch_from_now()
 
     def _on_close(self, channel: Any) -> None:
@@ -444,18 +451,55 @@ class Notifier:
                 await self._publish_updated(CORE_URI, ctx)
 
     async def _publish_files(self, ctx: Context[Any, Any] | None) -> None:
-        """The agent's folders or file views changed: core memory and the file resources were updated, the list of
-        file resources may have changed, and the file tools appear or go when the first folder comes or the last
-        goes (``tools/list_changed``)."""
-        attached = await anyio.to_thread.run_sync(self._files_attached)
+        """The agent's folders or file views changed: core memory was updated, the list of file resources may have
+        changed, the file tools appear or go when the first folder comes or the last goes (``tools/list_changed``),
+        and each subscribed file resource whose content changed (or that came or went) was updated. Opening, closing
+        or scrolling a file changes core memory, not the file's resource: its subscribers are not told."""
+        subscribed = sorted(
+            uri for uri in {*self._subscribers, *self._listened_files} if uri.startswith(FILES_URI_PREFIX)
+        )
+        attached, changed = await anyio.to_thread.run_sync(self._files_changed, subscribed)
         if attached != self._had_folders and self._had_folders is not None:
             await self._publish_tools_changed(ctx)
         self._had_folders = attached
         await self._publish_list_changed(ctx)
         await self._publish_updated(CORE_URI, ctx)
-        for uri in sorted({*self._subscribers, *self._listened_files}):
-            if uri.startswith(FILES_URI_PREFIX):
-                await self._publish_updated(uri, ctx)  # to listen streams (the bus) and legacy subscribers
+        for uri in changed:
+            await self._publish_updated(uri, ctx)  # to listen streams (the bus) and legacy subscribers
+
+    async def files_from_now(self) -> None:
+        """Take the files' versions now (if no look was taken yet), before the caller answers its client's subscription
+        to a file: its first change is then told only if it changes that file. A failed read leaves it to the first
+        change (every subscribed file is told then)."""
+        if self._file_versions is not None or self._handle is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(functools.partial(self._files_changed, [], baseline=True))
+        except Exception as exc:  # the store failed to open: the subscription stands
+            log.warning("could not read the agent's files to watch: %s", exc)
+
+    def _files_changed(self, uris: list[str], *, baseline: bool = False) -> tuple[bool, list[str]]:
+        """Whether the agent has a folder attached, and which of the file resources ``uris`` changed since the last
+        look (their file's content, or the file came or went); this look is the next one's baseline. With no
+        ``uris`` (no one subscribes to a file) no look is kept, unless ``baseline`` (a subscription is coming)."""
+        if self._handle is None:
+            return False, []
+        with self._files_lock:
+            memory, agent_id = self._handle.get()
+            files = memory.files.seen(agent_id)
+            if not uris and not baseline:
+                self._file_versions = None  # the next subscriber to a file takes a new one
+                return bool(files.folders), []
+            now = {v.name: (v.file_id, v.sha256) for v in files.files}
+            before, self._file_versions = self._file_versions, now
+        if before is None:
+            return bool(files.folders), uris
+        changed = []
+        for uri in uris:
+            name = unquote(uri[len(FILES_URI_PREFIX) :])
+            if now.get(name) != before.get(name):
+                changed.append(uri)
+        return bool(files.folders), changed
 
     def listen_files(self, uris: list[str]) -> Callable[[], None]:
         """A ``subscriptions/listen`` stream asks for these URIs: its file URIs are published at each change of the
@@ -474,12 +518,6 @@ class Notifier:
                         del self._listened_files[uri]
 
         return release
-
-    def _files_attached(self) -> bool:
-        if self._handle is None or self._agent_id is None:
-            return False
-        memory, agent_id = self._handle.get()
-        return memory.files.has_folders(agent_id)
 
     def note_files_attached(self, attached: bool) -> None:
         """What the client was shown (``tools/list``): the file tools with a folder attached, or not."""
@@ -575,10 +613,13 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
     async def on_listen(ctx: Any, params: SubscriptionsListenRequestParams) -> Any:
         """``subscriptions/listen`` (2026-07-28): the watch takes its baseline before the stream is acknowledged."""
         wanted = params.notifications
+        uris = [str(uri) for uri in wanted.resource_subscriptions or ()]
+        if any(uri.startswith(FILES_URI_PREFIX) for uri in uris):
+            await notifier.files_from_now()
         if wanted.resource_subscriptions or wanted.resources_list_changed:
             notifier.bus.arriving += 1  # listening from now on: the stream subscribes to the bus in `listen`
             await notifier.watch_from_now()
-        release = notifier.listen_files([str(uri) for uri in wanted.resource_subscriptions or ()])
+        release = notifier.listen_files(uris)
         try:
             return await listen(ctx, params)
         except MCPError:  # refused before it subscribed (no request id, too many streams)

@@ -7,6 +7,9 @@
   ``protocolVersion``, ``logging/setLevel`` with an unknown level, ``tools/call`` without a name) with a bare -32602
   "Invalid request parameters" and empty data. The same code goes out here, with a message that names the problem
   and what to send instead (the fields and what each must be; never the values sent, which are the caller's data).
+- A second ``initialize`` on a connection that was initialized (stdio, one streamable-HTTP session, one SSE stream):
+  -32600, and nothing changes (the SDK would answer it and switch the connection to the protocol version it names).
+  The handshake happens once per connection; a client that wants another version opens a new connection.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 from pydantic import ValidationError
 
 from .sdk import connection_of
@@ -26,12 +29,22 @@ SHOWN = 5  # field problems a message names
 
 
 def clear_errors() -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
-    """Server middleware: invalid list cursors refused, and the SDK's bare -32602 errors explained."""
+    """Server middleware: invalid list cursors and a second ``initialize`` refused, and the SDK's bare -32602 errors
+    explained."""
 
     async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         if getattr(ctx, "request_id", None) is None:
             return await call_next(ctx)  # a notification: nobody to answer
         method = str(getattr(ctx, "method", ""))
+        if method == "initialize" and _handshake_done(ctx):
+            # refused before the SDK commits it: the SDK records an initialize's version only when the chain succeeds
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message="Invalid Request: initialize was already answered on this connection; the handshake happens "
+                "once per connection, and this one keeps the protocol version it agreed. To start over (another "
+                "protocol version), open a new connection: over HTTP, initialize without an Mcp-Session-Id header.",
+                data={"method": method},
+            )
         try:
             result = await call_next(ctx)
         except ValidationError as exc:
@@ -72,6 +85,11 @@ def fields(exc: ValidationError) -> list[dict[str, str]]:
         path = ".".join(str(part) for part in err["loc"])
         out.append({"field": path or "params", "problem": str(err["msg"])})
     return out
+
+
+def _handshake_done(ctx: Any) -> bool:
+    """Whether the request's connection recorded an ``initialize`` already (false when the SDK keeps no such state)."""
+    return getattr(connection_of(getattr(ctx, "session", None)), "client_params", None) is not None
 
 
 def _initialized(ctx: Any) -> bool:

@@ -16,6 +16,9 @@ and all. ``misread`` says what is wrong instead, in tiermem's words:
 
 The answer names the problem and what to send instead, never the values sent (they are the caller's data). A
 notification (no ``id``) is never answered: only logged.
+
+``no_refused_sessions``: a streamable-HTTP request that opens no session (the SDK refused it: 406, 415, 400...) is
+answered without a session id.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, J
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from ..process.netguard import ASGIApp, Receive, Scope, Send
+    from ..process.netguard import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -105,8 +108,6 @@ def refused(ident: int | str | None, code: int, message: str, what: str, answere
 
 
 HTTP_ONE_BY_ONE = "one JSON-RPC message per POST"
-# A body longer than this is first judged by its head, parsed as far as it goes (``head_verdict``).
-HEAD_BYTES = 2048
 
 
 def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) -> ASGIApp:
@@ -115,8 +116,9 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
     else goes on to ``app`` unchanged. A body that is not JSON goes on too (streamable HTTP's SDK answers -32700),
     unless ``parse_errors``: then it gets HTTP 400 with -32700 here (SSE's SDK answers a plain-text 400).
 
-    The SDK parses the body again: the common case, a long request whose ``params`` come last, is judged by its head
-    alone (``head_verdict``), so the screen costs a few microseconds, not a second parse of its arguments."""
+    The whole body is parsed, as the SDK parses it (a member repeated anywhere, after ``params`` too, is read as its
+    last value, as the SDK reads it): a few microseconds for the usual body of a few kilobytes, about a third of the
+    SDK's own parse and validation of a long one (it is bounded by ``max_request_bytes``, in ``netguard.Guard``)."""
     import pydantic_core
 
     from ..process.netguard import replay_body
@@ -133,16 +135,12 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
             chunks.append(message.get("body", b""))
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
-        head = None if parse_errors else head_verdict(body)
-        if head is not None:
-            verdict = head[0]
-        else:
-            try:
-                verdict = (
-                    misread(pydantic_core.from_json(body), one_by_one=HTTP_ONE_BY_ONE) if body or parse_errors else None
-                )
-            except ValueError:
-                verdict = _not_json() if parse_errors else None  # else the SDK's -32700
+        try:
+            verdict = (
+                misread(pydantic_core.from_json(body), one_by_one=HTTP_ONE_BY_ONE) if body or parse_errors else None
+            )
+        except ValueError:
+            verdict = _not_json() if parse_errors else None  # else the SDK's -32700
         if verdict is None:
             await app(scope, replay_body(body, receive), send)
             return
@@ -158,22 +156,31 @@ def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) ->
     return screen
 
 
-def head_verdict(body: bytes) -> tuple[Verdict | None] | None:
-    """``misread``'s verdict on a body longer than ``HEAD_BYTES`` from its first ``HEAD_BYTES`` alone (in a 1-tuple),
-    when they hold a request whose members before ``params`` are whole and whose ``params`` object runs past them:
-    everything ``misread`` looks at but ``params``' content, which it does not read. None when the head cannot
-    say (a short body, another order, no object, not JSON): the whole body is parsed then. A member repeated after
-    ``params`` (JSON leaves repeated names undefined) is read as the SDK reads it."""
-    import pydantic_core
+SESSION_HEADER = b"mcp-session-id"
 
-    if len(body) <= HEAD_BYTES:
-        return None
-    try:
-        head = pydantic_core.from_json(body[:HEAD_BYTES], allow_partial=True)
-    except ValueError:  # cut in a multi-byte character, or not JSON: the whole body says which
-        return None
-    if not isinstance(head, dict) or "method" not in head or list(head)[-1] != "params":
-        return None  # the last member may be cut short (a number, a string), unless it is params
-    if not isinstance(head["params"], dict):
-        return None
-    return (misread(head, one_by_one=HTTP_ONE_BY_ONE),)
+
+def no_refused_sessions(app: ASGIApp, path: str = "/mcp") -> ASGIApp:
+    """ASGI: a request to streamable HTTP's endpoint ``path`` that names no session and that the SDK refuses (406 for
+    an Accept header without both types, 415 for another content type, 400 for a first request that is not
+    ``initialize``...) is answered without an ``Mcp-Session-Id``. The SDK opens a session for every such request and
+    discards it when its answer is an error, but the answer still carried its id, as if a session had been opened (a
+    client that kept it got 404 next). A request that names a session, or one the SDK accepts, goes through as is."""
+
+    async def opening(scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("path", "").rstrip("/") != path
+            or any(name == SESSION_HEADER for name, _ in scope.get("headers", ()))
+        ):
+            await app(scope, receive, send)
+            return
+
+        async def send_refusal_without_session(message: Message) -> None:
+            if message["type"] == "http.response.start" and int(message.get("status", 200)) >= 400:
+                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != SESSION_HEADER]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_refusal_without_session)
+
+    return opening

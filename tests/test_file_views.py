@@ -566,6 +566,34 @@ def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
     assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge
 
 
+def test_the_list_of_files_with_matches_is_bounded_and_says_how_to_narrow() -> None:
+    """900 files of long names, one match each: Letta lists every file (~330 KB; 1,000 make ~370 KB). The list stops within
+    GREP_FILES_CHARS, most matches first, with a line saying how many files it left out and how to narrow the search;
+    the whole answer stays within the cap. A short list is Letta's, untouched."""
+    folder = "f" * 100
+    files = [GrepFile(f"{folder}/{i:04d}-" + "n" * 240 + ".txt", ["a needle"], 9) for i in range(900)]
+    files[500] = GrepFile(files[500].name, ["needle", "needle again", "a third needle"], 30)
+    text = grep(files, "needle", context_lines=3).text
+    assert len(text) <= fv.GREP_CONTEXT_CHARS + 2_000, len(text)
+    listing = text.split("Files with matches:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert listing[0] == f"  - {files[500].name}: 3 matches"
+    left = 900 - (len(listing) - 1)
+    assert (
+        text.startswith("Found 902 total matches across 900 files")
+        and 0 < len(listing) - 1 < 900
+        and sum(len(x) + 1 for x in listing[:-1]) <= fv.GREP_FILES_CHARS
+    )
+    assert listing[-1] == (
+        f"  ... and {left} more files, not listed to keep this answer under 50,000 characters: narrow the search "
+        'with a more specific pattern or include (a glob such as include="docs/*.md")'
+    )
+    some = grep(files, "needle", include="*.txt").text  # still too many: the advice names the glob given
+    assert "more specific pattern or a narrower include glob" in some
+    few = grep(files[:3], "needle").text
+    assert "Files with matches:\n" + "\n".join(f"  - {f.name}: 1 matches" for f in files[:3]) + "\n\n" in few
+    assert "not listed" not in few
+
+
 @pytest.mark.parametrize("joined", [False, True], ids=["lines", "joined"])
 @pytest.mark.parametrize("context", [0, 1])
 def test_a_match_on_a_huge_line_is_clipped_around_it_with_a_true_note(joined: bool, context: int) -> None:
@@ -597,7 +625,9 @@ def test_twenty_huge_lines_fit_the_pages_cap_and_short_lines_stay_whole() -> Non
     assert text.count("[... 49,006 more characters cut ...]") == 15  # hit10 .. hit38
     assert "Note: lines longer than 2,000 characters are shown in part" in text
     note = text.split("Note: context cut to ", 1)[1]
-    assert note.startswith("0 line(s) around each match (context_lines=1) to keep the matches shown under 50,000")
+    assert note.startswith(
+        "0 line(s) around each match (context_lines=1) to keep the matches shown and the list of files under 50,000"
+    )
     assert "smaller context_lines" not in text  # no advice that cannot help
     two = grep([GrepFile("x.txt", ["c" * 3_000, "short hit", "d" * 3_000], 6_000)], "hit").text
     assert "  1: " + "c" * 2_000 + "[... 1,000 more characters cut ...]\n> 2: short hit\n  3: " + "d" * 2_000 in two

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tiermem.base.config import Settings
+from tiermem.base.errors import ValidationError
 from tiermem.domain.blocks import Append, Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
@@ -78,6 +79,29 @@ def test_a_file_applied_onto_a_version_that_moved_on_writes_nothing(mem: Memory,
     assert (now.version, now.value, now.description) == (seen.version + 1, "Name: Ada\nLikes tea", seen.description)
     assert apply_file(mem, agent, plan, tree, actor="human", expected_version=now.version) == "updated"
     assert mem.block(agent, "system/human").value == "Name: Ada Lovelace"
+
+
+def test_the_sync_never_reads_a_file_through_a_link(tmp_path: Path) -> None:
+    """The text a sync reads before it writes or removes a file (its line endings, whether it changed) was read
+    through a symbolic link: one put in a file's place after the pass looked (it can point at ~/.ssh/id_rsa) was read
+    and kept. A link, at the file or on its way, is refused, naming the file; a missing file is None."""
+    from tiermem.interop.memfs import LINK_WHY
+    from tiermem.interop.memfs_sync import _read_or_none
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_rsa.md").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    root = tmp_path / "memory"
+    (root / "system").mkdir(parents=True)
+    (root / "system/human.md").symlink_to(outside / "id_rsa.md")
+    (root / "keys").symlink_to(outside)
+    (root / "system/persona.md").write_text("I help.\r\n")
+    for rel in ("system/human.md", "keys/id_rsa.md"):
+        with pytest.raises(ValidationError) as refused:
+            _read_or_none(root, rel)
+        assert str(refused.value) == f"{rel}: {LINK_WHY}." and "PRIVATE KEY" not in str(refused.value)
+    assert _read_or_none(root, "system/persona.md") == "I help.\r\n"
+    assert _read_or_none(root, "system/gone.md") is None
 
 
 def test_symbolic_links_are_never_followed_nor_written_over(mem: Memory, tmp_path: Path) -> None:

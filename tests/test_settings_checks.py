@@ -74,6 +74,41 @@ def test_a_token_names_its_agents_with_no_other_key(tmp_path: Path, monkeypatch:
         make_tokens([{"token": TOKEN}], "auth_tokens")
 
 
+def test_a_bad_static_token_is_refused_by_every_command_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A static token too short, a placeholder or one no client can send was refused by `serve` alone: `doctor` and
+    every other command took it silently. Refused when the settings are loaded, naming the setting and its source,
+    with what to do (never the secret in full); a good token loads."""
+    bad = {
+        "short": "the token must be a string of at least 16 characters; generate one with `openssl rand -hex 32`",
+        "replace-with-your-own-token": "the token (replace-with-your-own-to...) is a placeholder, not a secret",
+        "pässwörd-tökén-0123456789": "the token has characters other than visible ASCII",
+    }
+    for value, problem in bad.items():
+        monkeypatch.setenv("TIERMEM_HTTP_TOKEN", value)
+        with pytest.raises(ConfigError) as refused:
+            cli_settings()
+        assert str(refused.value).startswith(f"Invalid settings: http_token (TIERMEM_HTTP_TOKEN): {problem}")
+    monkeypatch.setenv("TIERMEM_HTTP_TOKEN", TOKEN)
+    assert cli_settings().http_token == TOKEN
+    monkeypatch.delenv("TIERMEM_HTTP_TOKEN")
+    monkeypatch.setenv(
+        "TIERMEM_AUTH_TOKENS", '[{"name": "laptop", "token": "changeme-changeme-1234", "agents": ["*"]}]'
+    )
+    with pytest.raises(
+        ConfigError, match=r"^Invalid settings: auth_tokens \(TIERMEM_AUTH_TOKENS\): token #1 \('laptop'\)"
+    ):
+        cli_settings()
+    monkeypatch.delenv("TIERMEM_AUTH_TOKENS")
+
+    data = tmp_path / "data"
+    doctor = tiermem(tmp_path, "doctor", "--data-dir", str(data), TIERMEM_HTTP_TOKEN="changeme")
+    assert doctor.returncode == 1, doctor.stderr
+    assert "tiermem: Invalid settings: http_token (TIERMEM_HTTP_TOKEN): the token must be a string" in doctor.stderr
+    assert not data.exists()
+
+
 def test_serve_refuses_a_tokens_file_entry_without_agents(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(f'[[tokens]]\nname = "laptop"\ntoken = "{TOKEN}"\nagent = ["work"]\n')

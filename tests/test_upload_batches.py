@@ -235,3 +235,52 @@ def test_doctor_names_a_folder_name_an_older_race_left_twice(settings: Settings)
     check_files(memory, lambda name, ok, detail, fix="": checks.append((name, ok, detail, fix)))
     found = next(c for c in checks if c[0] == "folder names")
     assert not found[1] and "more than one folder is named 'docs'" in found[2] and "folders delete" in found[3]
+
+
+def test_two_folders_an_older_race_named_alike_are_reached_by_id(settings: Settings) -> None:
+    """Two folders of one name (an older tiermem's race): every command acted on the oldest, so the other could
+    only be reached by deleting the first, and a forget cleaned the oldest's description twice and the other's
+    never. The name is refused (naming both ids), each folder is reached by its id (show, upload, attach, delete),
+    a forget cleans both, the two are not attached to one agent together, and doctor names the ids."""
+    from dataclasses import replace
+
+    from tiermem.base.errors import NotFoundError
+    from tiermem.domain.doctor_checks import check_files
+    from tiermem.domain.forgetting import Target, forget
+
+    memory = open_memory(settings, start_embedder=False)
+    docs = memory.files.create_folder("docs", description="Notes. My old address is 1 Elm St.")
+    memory.files.rows.put_folder(replace(docs, id="folder-second"))  # what the race wrote
+    with pytest.raises(ValidationError) as refused:
+        memory.files.folder("docs")
+    said = str(refused.value)
+    assert said.startswith("2 folders are named 'docs' (an older tiermem let them share it): ")
+    assert f"{docs.id} (0 file(s), created " in said and "folder-second (0 file(s), created " in said
+    assert "`tiermem folders show " in said and "`tiermem folders delete ID --yes`" in said
+    memory.files.upload("folder-second", "b.txt", b"second folder's file", embed=False)
+    memory.files.upload(docs.id, "a.txt", b"first folder's file", embed=False)
+    assert [f.name for f in memory.files.files("folder-second")] == ["b.txt"]
+    assert [f.name for f in memory.files.files(docs.id)] == ["a.txt"]
+    with pytest.raises(ValidationError, match="2 folders are named 'docs'"):
+        memory.files.upload("docs", "c.txt", b"which one?", embed=False)
+
+    done = forget(memory, Target("text", None, "My old address is 1 Elm St."))
+    assert done.folder_texts == ["docs", "docs"]
+    assert {f.description for f in memory.files.folders()} == {"Notes. "}
+
+    agent = memory.ensure_agent("ezra").id
+    memory.files.attach(agent, "folder-second")
+    with pytest.raises(ValidationError, match=r"another folder named 'docs' attached \(folder-second\)"):
+        memory.files.attach(agent, docs.id)
+    memory.files.detach(agent, "folder-second")
+
+    checks: list[tuple[str, bool, str, str]] = []
+    check_files(memory, lambda name, ok, detail, fix="": checks.append((name, ok, detail, fix)))
+    found = next(c for c in checks if c[0] == "folder names")
+    assert not found[1] and f"'docs' ({docs.id}: 1 file(s), folder-second: 1 file(s))" in found[2], found
+    assert "by its id (`tiermem folders delete ID --yes`)" in found[3]
+
+    memory.files.delete_folder("folder-second")
+    assert memory.files.folder("docs").id == docs.id and [f.name for f in memory.files.files("docs")] == ["a.txt"]
+    with pytest.raises(NotFoundError):
+        memory.files.folder("folder-second")

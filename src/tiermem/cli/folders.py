@@ -156,7 +156,7 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         folder, opened, closed = made.folder, made.opened, made.closed
         max_open, chars = files.state(agent.id).limits
         echo(
-            f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
+            f"attached folder {folder.name} ({len(files.files(folder.id))} files) to agent {agent.name}: "
             f"up to {max_open} files open, {chars:,} characters shown per file"
             + (f"; opened the first {len(opened)} uploaded: {', '.join(opened)}" if opened else "")
         )
@@ -176,7 +176,7 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
                 f"again with --yes to detach it and delete it with its files, or detach it first "
                 f"(tiermem folders detach {folder.name} --agent {attached[0]})."
             )
-        done = files.delete_folder(folder.name)
+        done = files.delete_folder(folder.id)
         echo(
             f"deleted folder {folder.name} and its {done['files']} file(s)"
             + (f"; detached from {', '.join(attached)}" if attached else "")
@@ -193,7 +193,7 @@ def _show(memory: Memory, args: argparse.Namespace) -> int:
     files = memory.files
     folder = files.folder(args.name)
     names = {a.id: a.name for a in memory.list_agents()}
-    stored = files.files(folder.name)
+    stored = files.files(folder.id)
     rows = [
         {"name": f.name, "status": f.status, "size": f.size, "chunks": f.chunks, "type": f.file_type, "error": f.error}
         for f in stored
@@ -204,7 +204,7 @@ def _show(memory: Memory, args: argparse.Namespace) -> int:
         "description": folder.description,
         "instructions": folder.instructions,
         "agents": [names.get(a, a) for a in files.agents_of(folder.id)],
-        "synced_from": synced_directory(memory, folder.name),
+        "synced_from": synced_directory(memory, folder.id),
         "files": rows,
     }
     if args.json:

@@ -610,16 +610,39 @@ def _check_default_blocks(settings: Settings) -> None:
     check_new_blocks(settings.default_blocks, secret_scan=settings.secret_scan == "on")
 
 
+def _check_http_token(settings: Settings) -> None:
+    """A static HTTP token too short, a placeholder, or one no client can send: refused by every command, as when
+    ``serve`` takes it (the value is wrong wherever it is read; fixing it is editing the source the error names)."""
+    from ..process.netguard import secret_problem
+
+    if settings.http_token is not None and (problem := secret_problem(settings.http_token, "the token")) is not None:
+        raise ValueError(problem)
+
+
+def _check_auth_tokens(settings: Settings) -> None:
+    """The inline tokens' secrets and agents, as ``serve`` checks them (their keys are checked by base). The tokens
+    file is not read here: only a server needs it, and it may be readable by the server's user alone."""
+    from ..process.netguard import tokens_problem
+
+    if (problem := tokens_problem(settings.auth_tokens)) is not None:
+        raise ValueError(problem)
+
+
 # The checks of settings that need more than base knows (base.config.SettingCheck), run by every command
-SETTING_CHECKS: dict[str, SettingCheck] = {"tools": _check_tools, "default_blocks": _check_default_blocks}
+SETTING_CHECKS: dict[str, SettingCheck] = {
+    "tools": _check_tools,
+    "default_blocks": _check_default_blocks,
+    "http_token": _check_http_token,
+    "auth_tokens": _check_auth_tokens,
+}
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.command == "serve" and getattr(args, "http_token", None):
+        log.warning(TOKEN_IN_ARGV)  # said also when the token is refused (the settings' checks)
     settings = settings_from(args)
     _check_agent_named(args, settings)
     if args.command == "serve":
-        if getattr(args, "http_token", None):
-            log.warning(TOKEN_IN_ARGV)
         serve(settings)
         return 0
     if args.command == "reembed":  # before opening: it exists to fix a model mismatch

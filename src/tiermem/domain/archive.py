@@ -585,8 +585,12 @@ class Archive:
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
 
     def budget_note(self) -> str:
-        """The note of a search whose results were cut to ``token_budget`` (``SearchResult.truncated``)."""
-        return f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
+        """The note of a search whose results were cut to ``token_budget`` (``SearchResult.truncated``): the best ones
+        are kept, so a lower limit shows the same ones, not the others; what reaches those is said."""
+        return (
+            f"Results were cut to fit the {self.token_budget}-token budget; to reach the others, narrow the query or "
+            "add filters, or raise the search_token_budget setting."
+        )
 
     def _analyse(self, kind: Kind, agent_id: str, text: str, zone: tzinfo | None = None) -> tuple[Query, Context]:
         """The query's analysis, with the clock relative times in it resolve against (read only when it has one: the

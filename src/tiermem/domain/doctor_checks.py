@@ -59,17 +59,21 @@ def check_files(memory: Any, check: Any, *, busy: bool = False) -> None:
         return
     names = {f.id: f.name for f in folders}
     shared = sorted(name for name, n in Counter(f.name for f in folders).items() if n > 1)
+    counts = Counter(f.folder_id for f in files)
     check(
         "folder names",
         not shared,
         "each folder has a name of its own"
         if not shared
         else "more than one folder is named "
-        + ", ".join(repr(n) for n in shared)
+        + "; ".join(
+            f"{n!r} (" + ", ".join(f"{f.id}: {counts[f.id]} file(s)" for f in folders if f.name == n) + ")"
+            for n in shared
+        )
         + " (created at once by two processes before tiermem took a lock for it, or restored from a backup beside "
-        "the store's own by a tiermem before 2026-12): every command acts on the oldest",
-        "see which holds what with `tiermem folders show NAME` (the oldest); `tiermem folders delete NAME --yes` "
-        "deletes the oldest with its files, so run it once per folder too many, then upload or sync what is missing",
+        "the store's own by a tiermem before 2026-12): commands refuse that name, and reach each folder by its id",
+        "see which holds what with `tiermem folders show ID`; upload or sync into one what the other holds that it "
+        "lacks, then delete the one too many by its id (`tiermem folders delete ID --yes`)",
     )
     unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
     failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]

@@ -120,6 +120,9 @@ GREP_PAGE_SIZE = 20
 GREP_TIMEOUT_SECONDS = 30
 GREP_CONTEXT_CHARS = 50_000  # tiermem's cap on a grep page's context (Letta has none: context_lines=10**6 is ~MBs)
 GREP_LINE_CHARS = 2_000  # tiermem's cap on a line grep shows: longer ones are clipped (Letta shows a 1 MB line whole)
+# tiermem's cap on grep's "Files with matches" list, out of GREP_CONTEXT_CHARS (the page's context gets the rest): Letta
+# lists every file, so 1,000 matches in 1,000 files of long names made a list of ~370 KB
+GREP_FILES_CHARS = GREP_CONTEXT_CHARS // 5
 MAX_TOTAL_COLLECTED = 1000
 SEMANTIC_LIMIT_CAP = 50  # Letta's MAX_TOTAL_MATCHES: semantic_search_files' limit is capped at this
 PASSAGE_LINES = 20
@@ -753,10 +756,10 @@ def grep(
 
 
 def _cut_context(
-    page: list[tuple[str, int, list[str]]], context_lines: int, reach: int | None
+    page: list[tuple[str, int, list[str]]], context_lines: int, reach: int | None, budget: int = GREP_CONTEXT_CHARS
 ) -> tuple[list[tuple[str, int, list[str]]], int | None]:
     """The page's matches with their context cut to the widest radius (lines each side of the match line) that keeps
-    it within ``GREP_CONTEXT_CHARS``, and that radius (None: nothing cut). The match lines are always shown.
+    it within ``budget`` characters, and that radius (None: nothing cut). The match lines are always shown.
     ``reach``: the radius the search read, when it left out lines of some match of the page (a cut too)."""
 
     def cut(radius: int) -> list[tuple[str, int, list[str]]]:
@@ -769,13 +772,13 @@ def _cut_context(
     def size(matches: list[tuple[str, int, list[str]]]) -> int:
         return sum(len(line) + 1 for _, _, around in matches for line in around)
 
-    if context_lines <= 0 or size(page) <= GREP_CONTEXT_CHARS:
+    if context_lines <= 0 or size(page) <= budget:
         return page, reach
     widest = max(len(around) for _, _, around in page)  # no window holds more than this radius can show
     low, high = 0, min(context_lines, widest)  # the widest radius that fits lies in [low, high)
     while low < high - 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if size(cut(middle)) <= GREP_CONTEXT_CHARS else (low, middle)
+        low, high = (middle, high) if size(cut(middle)) <= budget else (low, middle)
     return cut(low), low
 
 
@@ -839,20 +842,20 @@ def _grep_text(
     for name, _line, _context in matches:
         counts[name] = counts.get(name, 0) + 1
     out.append("\nFiles with matches:")
-    for name, count in sorted(counts.items(), key=lambda item: item[1], reverse=True):
-        plus = "+" if hit_limit and count >= MAX_TOTAL_COLLECTED else ""
-        out.append(f"  - {name}: {count}{plus} matches")
+    listed = _files_listed(counts, hit_limit, include)
+    out += listed
     out.append("")
     cut_by_reach = any(i in reached for i in range(start, min(end, total)))
-    shown, radius = _cut_context(page, context_lines, reach if cut_by_reach else None)
+    budget = GREP_CONTEXT_CHARS - sum(len(line) + 1 for line in listed)  # the list and the context share the cap
+    shown, radius = _cut_context(page, context_lines, reach if cut_by_reach else None, budget)
     for name, line_num, around in shown:
         out.append(f"\n=== {name}:{line_num} ===\n" + "\n".join(around))
     out.append("")
     if radius is not None:
         out.append(
             f"Note: context cut to {radius} line(s) around each match (context_lines={context_lines}) to keep the "
-            f"matches shown under {GREP_CONTEXT_CHARS:,} characters; open_files on a match's lines reads more of "
-            "its context."
+            f"matches shown and the list of files under {GREP_CONTEXT_CHARS:,} characters; open_files on a match's "
+            "lines reads more of its context."
         )
     shown_radius = context_lines if radius is None else radius
     if any(i in clipped and clipped[i] <= shown_radius for i in range(start, min(end, total))):
@@ -873,6 +876,27 @@ def _grep_text(
     else:
         out.append("No more matches to show.")
     return "\n".join(out)
+
+
+def _files_listed(counts: Mapping[str, int], hit_limit: bool, include: str | None) -> list[str]:
+    """Letta's "Files with matches" lines (most matches first), as many as fit ``GREP_FILES_CHARS``; beyond Letta,
+    which lists every file, a last line says how many were left out and how to narrow the search."""
+    lines: list[str] = []
+    size = 0
+    ranked = sorted(counts.items(), key=lambda item: item[1], reverse=True)
+    for n, (name, count) in enumerate(ranked):
+        plus = "+" if hit_limit and count >= MAX_TOTAL_COLLECTED else ""
+        line = f"  - {name}: {count}{plus} matches"
+        if size + len(line) + 1 > GREP_FILES_CHARS:
+            narrow = "a narrower include glob" if include else 'include (a glob such as include="docs/*.md")'
+            lines.append(
+                f"  ... and {len(ranked) - n} more files, not listed to keep this answer under "
+                f"{GREP_CONTEXT_CHARS:,} characters: narrow the search with a more specific pattern or {narrow}"
+            )
+            break
+        lines.append(line)
+        size += len(line) + 1
+    return lines
 
 
 # ----------------------------------------------------------------------------------------------------- semantic search

@@ -225,6 +225,18 @@ def named_credential(held: str) -> str:
     )
 
 
+def shared_name(name: str, folders: Sequence[Folder], files: Sequence[StoredFile]) -> str:
+    """What is said of a name several folders hold (an older tiermem made them so): which they are, and how to reach
+    each (its id) and end the clash."""
+    counts = Counter(f.folder_id for f in files)
+    each = "; ".join(f"{f.id} ({counts[f.id]} file(s), created {f.created_at:%Y-%m-%d %H:%M})" for f in folders)
+    return (
+        f"{len(folders)} folders are named {name!r} (an older tiermem let them share it): {each}. Name one by its id "
+        f"instead (`tiermem folders show {folders[0].id}`), and delete the one too many by its id "
+        "(`tiermem folders delete ID --yes`) after uploading or syncing what it holds that the other lacks."
+    )
+
+
 def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
     name = folder.name if isinstance(folder, Folder) else folder["name"]
     return f"{name}/{file_name}"
@@ -311,15 +323,21 @@ class Filesystem:
         return list(self.rows.folders())
 
     def folder(self, name: str) -> Folder:
+        """The folder named ``name``, or whose id it is. A name is one folder's (``put_named_folder``); one that an
+        older tiermem left to several folders is refused, naming their ids, by which each is reached."""
         if not isinstance(name, str):
             raise ValidationError("A folder is named by text, e.g. 'docs'.")
-        found = self.rows.folder_named(name)
+        folders = self.folders()
+        named = [f for f in folders if f.name == name]
+        if len(named) > 1:
+            raise ValidationError(shared_name(name, named, self.rows.files([f.id for f in named])))
+        found = named[0] if named else next((f for f in folders if f.id == name), None)
         if found is None:
-            known = ", ".join(repr(f.name) for f in self.rows.folders()) or "none yet"
+            known = ", ".join(repr(f.name) for f in folders) or "none yet"
             raise NotFoundError(
                 f"No folder named {name!r}. Folders: {known}. Create one with `tiermem folders create {name}`."
             )
-        return found  # type: ignore[no-any-return]
+        return found
 
     def create_folder(
         self,
@@ -336,6 +354,8 @@ class Filesystem:
         if not created:
             raise ValidationError(
                 f"A folder named {folder.name!r} exists already; choose another name or upload into it."
+                if folder.name == name
+                else f"{name!r} is the id of the folder {folder.name!r}; choose another name."
             )
         return folder
 
@@ -350,9 +370,10 @@ class Filesystem:
     ) -> tuple[Folder, bool]:
         """The folder named ``name``, created (as ``create_folder`` does) when there is none; and whether it was. A
         name is one folder's (docs/FILES.md): two processes creating it at once make one folder, the other finds it."""
-        found = self.rows.folder_named(name) if isinstance(name, str) else None
-        if found is not None:
-            return found, False
+        try:  # by name (one that several folders hold is refused) or by id
+            return self.folder(name), False
+        except NotFoundError:
+            pass
         name = check_folder_name(name)
         self._refuse_texts(("the folder's name", name, ""), ("the description", description, ""))
         self._refuse_texts(("the instructions", instructions, ""))
@@ -435,6 +456,12 @@ class Filesystem:
         with self._lock(agent_id):
             state = self.state(agent_id)
             new = folder.id not in state.folder_ids()
+            alike = next((f for f in state.folders if f["name"] == folder.name and f["id"] != folder.id), None)
+            if new and alike is not None:  # (two folders an older tiermem named alike) its files' names would clash
+                raise ValidationError(
+                    f"This agent has another folder named {folder.name!r} attached ({alike['id']}): the files of "
+                    "both would have the same names. Detach that one first (by its id), or delete one of the two."
+                )
             if new:
                 state.folders.append(_folder_info(folder))
             state.max_files_open = max_files_open or state.max_files_open

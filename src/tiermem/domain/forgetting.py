@@ -470,7 +470,7 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
             if text in folder.description or text in folder.instructions:
                 memory.archive.rows.purge_old_copies("folders", (folder.id,))  # its old row leaves the files
                 memory.files.update_folder(
-                    folder.name,
+                    folder.id,  # (by id: a name an older tiermem gave two folders is refused)
                     description=folder.description.replace(text, ""),
                     instructions=folder.instructions.replace(text, ""),
                 )

@@ -462,19 +462,19 @@ def sync_folder(
     previous: dict[str, Any] = found if isinstance(found, dict) else {}
     before: dict[str, list[Any]] = previous.get("files") or {}
     cached = before if previous.get("directory") == str(root) else {}
-    run = _ingest(memory, folder.name, listing, cached=cached, embed=embed, progress=progress, listed_at=listed_at)
+    run = _ingest(memory, folder.id, listing, cached=cached, embed=embed, progress=progress, listed_at=listed_at)
     present = {r.name for r in run.results if r.reason != VANISHED}
     inside = str(root) + os.sep
     gone = sorted(
         f.name
-        for f in memory.files.files(folder.name)
+        for f in memory.files.files(folder.id)
         if f.name not in present and (f.name in before or f.source_path.startswith(inside))
     )
     if gone:
-        memory.files.delete_files(folder.name, gone)
+        memory.files.delete_files(folder.id, gone)
     record = {"directory": str(root), "files": dict(sorted(run.record.items()))}
     if record != previous:
-        memory.files.set_folder_metadata(folder.name, SYNC_KEY, record)
+        memory.files.set_folder_metadata(folder.id, SYNC_KEY, record)
     return SyncReport(
         folder=folder.name,
         directory=memory.files.shown_name(str(root)),

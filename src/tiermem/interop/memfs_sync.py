@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConflictError, TiermemError, ValidationError
-from ..base.files import locked, write_text_atomically
+from ..base.files import LinkedFileError, locked, read_text_nofollow, write_text_atomically
 from ..domain import memfs_format as fmt
 from .memfs import (
     FRONT_KEY,
@@ -370,7 +370,11 @@ class _Sync:
 
     def _to_file(self, block: Block, seen: Record | None) -> Record:
         rel = path_of(block.label)
-        before = _read_or_none(self.root / rel)
+        try:
+            before = _read_or_none(self.root, rel)
+        except ValidationError:  # a link put in the file's place since the pass looked: left alone, as links are
+            self.report.skipped.extend(link_lines([rel]))
+            return seen if seen is not None else {}
         try:  # written in the line ending and BOM of the file it replaces
             style = FileStyle.of(before) if before is not None else None
             text = render_file(block, rel, self.tree, style, new=before is None)
@@ -392,7 +396,11 @@ class _Sync:
 
     def _remove_file(self, label: str, seen: Record) -> None:
         rel = path_of(label)
-        before = _read_or_none(self.root / rel)
+        try:
+            before = _read_or_none(self.root, rel)
+        except ValidationError:  # a link put in the file's place since the pass looked: never removed, as links are
+            self.report.skipped.extend(link_lines([rel]))
+            return
         if before is not None:
             self.removals[rel] = before
         self.report.files_removed.append(label)
@@ -630,10 +638,17 @@ def _block_state(block: Block | None) -> list[Any] | None:
     return None if block is None else [block.id, block.version]
 
 
-def _read_or_none(path: Path) -> str | None:
+def _read_or_none(root: Path, rel: str) -> str | None:
+    """The text of the file ``root/rel`` as it is (line endings kept), None when there is none or it is no UTF-8 text;
+    ``ValidationError`` for a symbolic link on its way or at its end: never read (it can point anywhere, such as
+    ~/.ssh/id_rsa), as ``read_tree`` never reads one. A link is found before a sync acts on a label; this is for one
+    put in place since."""
+    if linked(root, rel) is not None:
+        raise ValidationError(f"{rel}: {LINK_WHY}.")
     try:
-        with path.open(encoding="utf-8", newline="") as f:
-            return f.read()
+        return read_text_nofollow(root / rel, newline="")
+    except LinkedFileError:
+        raise ValidationError(f"{rel}: {LINK_WHY}.") from None
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -129,35 +129,57 @@ TOKEN_FIX = "generate one with `openssl rand -hex 32` (or `python -c 'import sec
 def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
     """The tokens of ``entries`` (``name``, ``token``, ``agents``: each names the agents it may use, ``["*"]`` every
     one; no default, and no other key: ``config.token_entry_problem``), or ``ConfigError`` naming the entry."""
+    entries = list(entries)
+    problem = tokens_problem(entries)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}.")
+    tokens = []
+    for n, entry in enumerate(entries):
+        agents = entry["agents"]
+        agents = [agents] if isinstance(agents, str) else agents
+        tokens.append(Token(_digest(entry["token"]), frozenset(agents), str(entry.get("name", f"token-{n + 1}"))))
+    return tokens
+
+
+def tokens_problem(entries: Iterable[object]) -> str | None:
+    """What is wrong with the first bad entry of ``entries`` (naming the entry, never its secret), or None. Checked
+    when a server takes its tokens (``make_tokens``) and, for the settings' own tokens, when the settings are loaded
+    (the CLI's ``SETTING_CHECKS``)."""
     from ..base.config import token_entry_problem
 
-    tokens = []
     for n, entry in enumerate(entries):
         problem = token_entry_problem(entry)
         if problem is not None:
-            raise ConfigError(f"{where}: {_named(n, entry)}: {problem}.")
-        secret = entry.get("token")
+            return f"{_named(n, entry)}: {problem}"
+        assert isinstance(entry, dict)  # (token_entry_problem refuses anything else)
+        problem = secret_problem(entry.get("token"), _named(n, entry))
+        if problem is not None:
+            return problem
         agents = entry["agents"]
-        if not isinstance(secret, str) or len(secret) < 16:
-            raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters; {TOKEN_FIX}.")
-        if looks_like_placeholder(secret):
-            raise ConfigError(
-                f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
-                f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
-                "give the same value to your clients."
-            )
-        if not all("!" <= c <= "~" for c in secret):
-            raise ConfigError(
-                f"{where}: {_named(n, entry)} has characters other than visible ASCII (letters, digits and punctuation; no "
-                "spaces, no accented letters): HTTP clients send headers as ASCII, so no client could present it. "
-                f"Replace it: {TOKEN_FIX}."
-            )
         if isinstance(agents, str):
             agents = [agents]
         if not agents or not all(isinstance(a, str) and a for a in agents):
-            raise ConfigError(f'{where}: token #{n + 1} needs `agents`, a list of agent names or ["*"].')
-        tokens.append(Token(_digest(secret), frozenset(agents), str(entry.get("name", f"token-{n + 1}"))))
-    return tokens
+            return f'{_named(n, entry)} needs `agents`, a list of agent names or ["*"]'
+    return None
+
+
+def secret_problem(secret: object, label: str) -> str | None:
+    """What makes ``secret`` unfit as a bearer token (too short, an example's placeholder, a character no HTTP client
+    can send), saying what to do, with ``label`` naming it ("token #1", "the token"); None when it is fit."""
+    if not isinstance(secret, str) or len(secret) < 16:
+        return f"{label} must be a string of at least 16 characters; {TOKEN_FIX}"
+    if looks_like_placeholder(secret):
+        return (
+            f"{label} ({secret[:24]}...) is a placeholder, not a secret: anyone who read the example could use it. "
+            f"Replace it: {TOKEN_FIX}, put that in its place, and give the same value to your clients"
+        )
+    if not all("!" <= c <= "~" for c in secret):
+        return (
+            f"{label} has characters other than visible ASCII (letters, digits and punctuation; no spaces, no "
+            "accented letters): HTTP clients send headers as ASCII, so no client could present it. "
+            f"Replace it: {TOKEN_FIX}"
+        )
+    return None
 
 
 def _named(n: int, entry: object) -> str:

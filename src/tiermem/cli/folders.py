@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..domain.memory import Memory
     from ..interop.folder_sync import Progress, SyncReport
 
+FOLDER = "the folder's name or id (an id tells apart folders an older tiermem named alike)"
 EXAMPLE = (
     "tiermem folders create docs --description 'Project documentation'\n"
     "  tiermem folders upload docs ./README.md ./docs     # directories walked, .gitignore honoured\n"
@@ -53,7 +54,7 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     lst.add_argument("--json", action="store_true")
     show = fsp.add_parser("show", help="a folder's files: status, size, chunks, error")
     common(show, agent=False)
-    show.add_argument("name")
+    show.add_argument("name", help=FOLDER)
     show.add_argument("--json", action="store_true")
     upload = fsp.add_parser(
         "upload",
@@ -62,7 +63,7 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
         "holds is kept beside it as NAME_(n).EXT, as Letta's upload",
     )
     common(upload, agent=False)
-    upload.add_argument("name")
+    upload.add_argument("name", help=FOLDER)
     upload.add_argument("paths", nargs="+", type=path, metavar="PATH")
     upload.add_argument(
         "--no-embed",
@@ -73,15 +74,15 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     upload.add_argument("--json", action="store_true")
     attach = fsp.add_parser("attach", help="attach a folder to the agent (its files appear in core memory)")
     common(attach)
-    attach.add_argument("name")
+    attach.add_argument("name", help=FOLDER)
     attach.add_argument("--max-files-open", type=int, metavar="N", help="files the agent may hold open (1-100)")
     attach.add_argument("--char-limit", type=int, metavar="N", help="characters shown per open file (100-1,000,000)")
     detach = fsp.add_parser("detach", help="detach a folder from the agent")
     common(detach)
-    detach.add_argument("name")
+    detach.add_argument("name", help=FOLDER)
     delete = fsp.add_parser("delete", help="delete a folder with its files (asks for --yes when agents have it)")
     common(delete, agent=False)
-    delete.add_argument("name")
+    delete.add_argument("name", help=FOLDER)
     delete.add_argument("--yes", action="store_true", help="delete even when attached (it is detached first)")
     sync = fsp.add_parser(
         "sync",
@@ -89,7 +90,7 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
         "files uploaded, files gone from disk deleted",
     )
     common(sync, agent=False)
-    sync.add_argument("name")
+    sync.add_argument("name", help="the folder's name (created when missing) or id")
     sync.add_argument("directory", type=path)
     sync.add_argument(
         "--watch",

@@ -819,14 +819,20 @@ class Memory:
     ) -> Block:
         """Detach the block from this agent. Its history stays in the store. ``operation``: why, recorded as a last
         version of the block (its value unchanged) when no other agent has it, so the deletion is in its history
-        with its message (a synced directory's commit takes it: ``memfs_format.reason_of``)."""
+        with its message (a synced directory's commit takes it: ``memfs_format.reason_of``). The detach comes first:
+        a process that dies between the two steps leaves the block deleted without its reason (the commit says only
+        that it was detached), never an attached block whose last version says it was deleted."""
         actor = actor or current_actor.get()
         block = self.block(agent_id, label)
         if actor != "human" and block.read_only:
             raise EditError(rules.READ_ONLY_ERROR)
-        if operation is not None and set(self.core.agents_of_block(block.id)) == {agent_id}:
-            block = self._commit(block, lambda current: current, operation=operation, actor=actor, record=True)
+        alone = operation is not None and set(self.core.agents_of_block(block.id)) == {agent_id}
         self.core.detach(agent_id, block.id)
+        try:
+            if alone and operation is not None:
+                block = self._commit(block, lambda current: current, operation=operation, actor=actor, record=True)
+        except (StoreError, ConflictError) as exc:  # the block is deleted all the same: say so, not that it failed
+            log.warning("block %r was deleted, but its reason could not be recorded in its history: %s", label, exc)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 

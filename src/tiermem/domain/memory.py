@@ -102,6 +102,7 @@ class Change:
     agent_ids: tuple[str, ...]
     label: str | None = None
     version: int | None = None  # a block_updated's new version
+    block_id: str | None = None  # a block_updated's block
 
 
 Listener = Callable[[Change], None]
@@ -285,7 +286,9 @@ class Memory:
     # -- listeners -----------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        """Tell ``listener`` of each committed change (once: one subscribed already is left as it is)."""
+        if listener not in self._listeners:
+            self._listeners.append(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
         """Stop telling ``listener`` (one no longer subscribed is left alone)."""
@@ -506,19 +509,37 @@ class Memory:
         *,
         actor: str | None = None,
         expected_version: int | None = None,
+        seen: Mapping[str, int] | None = None,
     ) -> Block:
         """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal; with
-        ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version."""
+        ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version. ``seen``:
+        the version of each block (by id) the model last saw, when the caller knows it (a server's client:
+        ``server/sightings.py``); a whole-value edit (``Rethink``) of a block at another version now is refused
+        (``ConflictError``, nothing written): it was written from a value without the edits since."""
         actor = actor or current_actor.get()
         self._check_sizes(edit)
-        return self._edit(self.block(agent_id, label), edit, actor=actor, expected_version=expected_version)
+        block = self.block(agent_id, label)
+        saw = seen.get(block.id) if seen is not None and isinstance(edit, rules.Rethink) else None
+        return self._edit(block, edit, actor=actor, expected_version=expected_version, seen=saw)
 
-    def _edit(self, block: Block, edit: rules.Edit, *, actor: str, expected_version: int | None = None) -> Block:
+    def _edit(
+        self,
+        block: Block,
+        edit: rules.Edit,
+        *,
+        actor: str,
+        expected_version: int | None = None,
+        seen: int | None = None,
+    ) -> Block:
         """``edit`` applied to ``block`` as the caller read it: a whole-value edit (``Rethink``) over a value another
-        writer changed since that read is refused (``_replaced_meanwhile``), however long ago the read was."""
+        writer changed since that read is refused (``_replaced_meanwhile``), however long ago the read was; with
+        ``seen`` (the version the model wrote it from), over one changed since that version (``_unseen_change``),
+        checked in the commit's own compare-and-set."""
 
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
+            if seen is not None and current.version != seen:
+                raise _unseen_change(current, seen)  # it would drop edits the model has not seen
             if isinstance(edit, rules.Rethink) and current.value not in (block.value, edit.new):
                 raise _replaced_meanwhile(block, current)  # re-applying it would overwrite the other writer's edit
             return replace(
@@ -1174,7 +1195,7 @@ class Memory:
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
                 if agents is not None:
-                    self._emit(Change("block_updated", agents, committed.label, committed.version))
+                    self._emit(Change("block_updated", agents, committed.label, committed.version, committed.id))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
                 current = self.core.get_block(block_id)
@@ -1265,6 +1286,17 @@ def _replaced_meanwhile(read: Block, current: Block) -> ConflictError:
         person=f"Block {current.label!r} was changed by another writer while this command was replacing its whole "
         f"value (version {read.version} -> {current.version}); nothing was written, so that change is kept. "
         f"`tiermem blocks show {current.label}` shows it now; run the command again if your value should replace it.",
+    )
+
+
+def _unseen_change(current: Block, seen: int) -> ConflictError:
+    """A ``memory_rethink`` written from version ``seen`` of a block another writer (or another of the model's
+    calls) changed since: Letta's words for an edit not made, and what to do."""
+    return ConflictError(
+        f"No rewrite was performed: memory block with label `{current.label}` changed since you last viewed it "
+        f"(version {seen} -> {current.version}), and memory_rethink replaces the whole value, which would drop that "
+        f"change. View the block again (memory_open with label `{current.label}`), then call memory_rethink with the "
+        "whole new value, keeping that change if it should stay."
     )
 
 

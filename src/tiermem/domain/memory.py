@@ -456,8 +456,6 @@ class Memory:
         return self.core.read_cached(fn)
 
     def block(self, agent_id: str, label: str) -> Block:
-        if not isinstance(label, str):
-            raise ValidationError("label must be text, for example 'human'.")
         found = self.core.find_block(agent_id, rules.lookup_label(label))
         if found is not None:
             return found
@@ -594,10 +592,16 @@ class Memory:
         try:
             committed = self._commit(block, change, operation=operation, actor=actor)
         except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
-            raise _rename_taken(str(new_label)) from None
+            raise rename_taken(str(new_label)) from None
         if new_label is not None or rules.is_pinned(committed) != rules.is_pinned(block):
             self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
+
+    def label_taken(self, block_id: str, label: str, *, besides: str | None = None) -> bool:
+        """Whether an agent the block is attached to (other than ``besides``) has a block labelled ``label``: what a
+        rename of the block to ``label`` is refused for (``rename_taken``)."""
+        agents = [a for a in self.core.agents_of_block(block_id) if a != besides]
+        return any(b.label == label for agent in agents for b in self.blocks(agent))
 
     def check_update(
         self,
@@ -640,10 +644,8 @@ class Memory:
             self._refuse_in_fields(("the new label", new_label))
         self._refuse_in_fields(*_metadata_fields(metadata))
         renamed = new_label is not None and new_label != block.label
-        if renamed:
-            for agent in self.core.agents_of_block(block.id):
-                if any(b.label == new_label for b in self.blocks(agent)):
-                    raise _rename_taken(str(new_label))
+        if renamed and self.label_taken(block.id, str(new_label)):
+            raise rename_taken(str(new_label))
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
         updates = _check_metadata(metadata or {})
@@ -683,21 +685,12 @@ class Memory:
         value already is left as it is (no new version). Only the value: the label, description, limit and
         read-only setting stay as they are now."""
         actor = actor or current_actor.get()
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValidationError(
-                f"version must be a positive whole number from memory_history, got {version!r}.",
-                person=f"The version must be a positive whole number, got {version!r}; "
-                f"`tiermem blocks history {label}` lists them.",
-            )
+        listed = {"tool": "memory_history", "command": f"tiermem blocks history {label}"}
+        rules.whole_version(version, **listed)  # before the block is read
         block = self.block(agent_id, label)
-        # a version past the current one does not exist (and one past 2**63 - 1 is no number SQLite can look up)
-        old = self.core.history_version(block.id, version) if version <= block.version else None
-        if old is None:
-            found = f"Block {label!r} has no version {version}; its versions are 1 to {block.version}."
-            raise NotFoundError(
-                f"{found} See memory_history for the list.",
-                person=f"{found} `tiermem blocks history {block.label}` lists them.",
-            )
+        old = self.core.history_version(block.id, rules.version_number(block, version, **listed))
+        if old is None:  # forgotten
+            raise rules.no_version(block, version, **listed)
         edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
         self._check_sizes(edit)
         done = self._edit(block, edit, actor=actor)  # as read above: another writer's edit since is kept, not reverted
@@ -1249,7 +1242,7 @@ def _create_taken(label: str) -> LabelTakenError:
     )
 
 
-def _rename_taken(label: str) -> LabelTakenError:
+def rename_taken(label: str) -> LabelTakenError:
     return LabelTakenError(f"A block labelled {label!r} already exists; choose another label.", label=label)
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 from zoneinfo import ZoneInfo
 
 from ..base.background import Opening
@@ -109,6 +109,18 @@ Listener = Callable[[Change], None]
 WARM_EXIT_SECONDS = 15.0  # at interpreter exit, the longest a process waits for ``Memory.warm``'s read to finish
 DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
 DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
+
+
+class BlockChanges(TypedDict, total=False):
+    """What ``Memory.update_block`` may change of a block (a key left out, or None: left as it is)."""
+
+    new_label: str | None
+    value: str | None
+    description: str | None
+    limit: int | None
+    read_only: bool | None
+    pinned: bool | None
+    metadata: dict[str, str] | None
 
 
 @dataclass(frozen=True)
@@ -551,16 +563,10 @@ class Memory:
         agent_id: str,
         label: str,
         *,
-        new_label: str | None = None,
-        value: str | None = None,
-        description: str | None = None,
-        limit: int | None = None,
-        read_only: bool | None = None,
-        pinned: bool | None = None,
-        metadata: dict[str, str] | None = None,
         actor: str = "human",
         operation: str = "update",
         expected_version: int | None = None,
+        **changes: Unpack[BlockChanges],
     ) -> Block:
         """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
         With ``expected_version``: ``ConflictError`` (nothing written) when the block is at another version.
@@ -574,21 +580,8 @@ class Memory:
         so a new value and the limit it needs land together or not at all; a value another writer changed since this
         call read the block is a ``ConflictError`` (nothing written), as with ``Rethink``.
         """
-        if value is not None:
-            self._check_text("value", value)
         block = self.block(agent_id, label)
-        change, new_label = self._updating(
-            block,
-            new_label=new_label,
-            value=value,
-            description=description,
-            limit=limit,
-            read_only=read_only,
-            pinned=pinned,
-            metadata=metadata,
-            actor=actor,
-            expected_version=expected_version,
-        )
+        change, new_label = self._updating(block, changes, actor=actor, expected_version=expected_version)
         try:
             committed = self._commit(block, change, operation=operation, actor=actor)
         except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
@@ -603,42 +596,23 @@ class Memory:
         agents = [a for a in self.core.agents_of_block(block_id) if a != besides]
         return any(b.label == label for agent in agents for b in self.blocks(agent))
 
-    def check_update(
-        self,
-        block: Block,
-        *,
-        new_label: str | None = None,
-        value: str | None = None,
-        description: str | None = None,
-        metadata: dict[str, str] | None = None,
-        actor: str = "human",
-    ) -> None:
+    def check_update(self, block: Block, *, actor: str = "human", **changes: Unpack[BlockChanges]) -> None:
         """Refuse, writing nothing, what ``update_block`` would refuse over ``block`` as read (the label, the sizes,
         the limit, the metadata, a new credential in the value or the description): a plan that writes several
         blocks (Letta Code's ``memory_apply_patch``) checks each one before its first write."""
-        if value is not None:
-            self._check_text("value", value)
-        change, _ = self._updating(
-            block, new_label=new_label, value=value, description=description, metadata=metadata, actor=actor
-        )
+        change, _ = self._updating(block, changes, actor=actor)
         self._without_secrets(change(block), block, actor)
 
     def _updating(
-        self,
-        block: Block,
-        *,
-        new_label: str | None = None,
-        value: str | None = None,
-        description: str | None = None,
-        limit: int | None = None,
-        read_only: bool | None = None,
-        pinned: bool | None = None,
-        metadata: dict[str, str] | None = None,
-        actor: str,
-        expected_version: int | None = None,
+        self, block: Block, changes: BlockChanges, *, actor: str, expected_version: int | None = None
     ) -> tuple[Callable[[Block], Block], str | None]:
-        """``update_block``'s checks of its arguments over ``block`` (as read), and the change it commits; with the
+        """``update_block``'s checks of its ``changes`` over ``block`` (as read), and the change it commits; with the
         block's new label when it is renamed (None: it keeps its label)."""
+        new_label, value, description = changes.get("new_label"), changes.get("value"), changes.get("description")
+        limit, read_only, pinned = changes.get("limit"), changes.get("read_only"), changes.get("pinned")
+        metadata = changes.get("metadata")
+        if value is not None:
+            self._check_text("value", value)
         if new_label is not None:
             new_label = rules.validate_label(new_label)
             self._refuse_in_fields(("the new label", new_label))

@@ -13,7 +13,9 @@ connection carries all its requests; from 2026-07-28 a request has a connection 
 so the server's clients are one (a stdio server has one client anyway; on a shared HTTP server, another client's
 edit then counts as seen, another process's never). A block the client was never shown through a call (only in
 the instructions, a resource, a hook's context) has no version here: its rethink replaces the value as the server
-reads it. A call without a client (the agent loop's, in process) is not tracked. Nothing here imports the domain
+reads it. A call without a client is not tracked, nor one the agent loop's model makes (``agent_calls``), even
+within a client's ``agent_chat``: that model is shown core memory afresh at each step, and its edits are not the
+client's. Nothing here imports the domain
 or the store: ``tools/list`` and the handshake need none of it.
 """
 
@@ -37,6 +39,17 @@ Seen = dict[str, int]  # block id -> the version the client was last shown (or c
 
 # the calling client's sightings, while one of its calls runs (set in the worker thread that runs it)
 _watching: ContextVar[Seen | None] = ContextVar("tiermem_seen", default=None)
+_agent_model: ContextVar[bool] = ContextVar("tiermem_agent_model", default=False)  # set by ``agent_calls``
+
+
+@contextmanager
+def agent_calls() -> Iterator[None]:
+    """Within: tool calls are the agent loop's model's, not the client's whose request runs the loop (untracked)."""
+    token = _agent_model.set(True)
+    try:
+        yield
+    finally:
+        _agent_model.reset(token)
 
 
 def _heard(change: Change) -> None:
@@ -59,7 +72,7 @@ class Sightings:
         self._sessionless = _Sessionless()
 
     def _client(self, ctx: Any) -> object | None:
-        if ctx is None:
+        if ctx is None or _agent_model.get():
             return None
         try:
             session = ctx.request_context.session

@@ -14,6 +14,7 @@ from mcp import Client
 
 from tiermem.agent.service import register_agent_chat
 from tiermem.base.config import Settings, load_settings
+from tiermem.domain import blocks as b
 
 from . import fake_anthropic as fa
 from .conftest import serve_in_process, text_of
@@ -532,3 +533,20 @@ async def test_messages_logged_by_others_between_turns_reach_the_model(
         await chat(c, "turn three")
         sent = json.dumps(fake.requests[-1]["messages"])
         assert "logged by the host" in sent and "turn one" in sent and sent.count("turn three") == 1
+
+
+async def test_the_agent_models_rethink_is_its_own_not_the_clients(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    """The client's model saw ``human`` at one version; another process edits it; the agent loop's model, shown core
+    memory afresh, rewrites it within the client's agent_chat: its rethink is not refused for what the client saw,
+    and its edit does not count as seen by the client, whose own rethink from its old view is refused."""
+    fake.add(fa.tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea."}), fa.text("Done."))
+    server = build(agent_settings(settings, fake))
+    other, agent = serve_in_process(settings).runtime.handle.get()  # another process's handle on the same store
+    async with Client(server, cache=None) as c:
+        assert not (await c.call_tool("core_memory_view", {})).is_error
+        other.edit(agent, "human", b.Append("Likes tea."))
+        reply, info, is_error = await chat(c, "Tidy my block.")
+        assert not is_error and info["steps"][0]["status"] == "OK", info
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        assert other.block(agent, "human").value == "Name: Ada\nLikes tea."

@@ -156,6 +156,27 @@ def test_a_rethink_over_another_writers_edit_is_refused_an_append_is_reapplied(
     assert one.update_block(agent, "human", new_label="user", actor="agent").value.endswith("from one\nmore")
 
 
+def test_a_rethink_from_a_version_the_model_saw_is_refused_over_any_later_edit(
+    two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``seen``: the version the model wrote its rethink from. An edit committed before the rethink's read, or
+    between its read and its commit (in the compare-and-set itself), is not dropped: the rethink is refused with
+    Letta's words and the way out; at the version seen, it goes through."""
+    one, other, agent = two
+    shown = one.edit(agent, "human", b.Rethink("name: Alice"))
+    other.edit(agent, "human", b.Append("pet: cat"))  # before the rethink reads the block
+    with pytest.raises(ConflictError, match=r"^No rewrite was performed: memory block with label `human` changed "):
+        one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: shown.version})
+    shown = one.block(agent, "human")
+    before_next_commit(one, lambda: other.edit(agent, "human", b.Append("job: chef")), monkeypatch)
+    with pytest.raises(ConflictError, match=r"View the block again \(memory_open with label `human`\)"):
+        one.edit(agent, "human", b.Rethink("name: Alicia\npet: cat"), seen={shown.id: shown.version})
+    assert one.block(agent, "human").value == "name: Alice\npet: cat\njob: chef"
+    shown = one.block(agent, "human")
+    done = one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: shown.version})
+    assert done.value == "name: Alicia" and done.version == shown.version + 1
+
+
 def test_a_revert_over_another_writers_edit_is_refused(
     two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -310,3 +331,37 @@ async def test_two_servers_creating_and_renaming_at_once_tell_the_truth(tmp_path
     for i in range(6):
         assert paths.count(f"/memories/n{i}") == 1, listing
         assert (f"/memories/ya{i}" in paths) != (f"/memories/yb{i}" in paths), listing
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # a client with a session, and requests without one (2026-07-28)
+async def test_a_rethink_over_an_edit_the_model_has_not_seen_is_refused_until_it_views_the_block(
+    tmp_path: Path, mode: Any
+) -> None:
+    """Two ``tiermem serve`` processes on one data directory. The model of the first read ``human`` (version N);
+    the second appends to it; the first model's rethink, written from version N, is refused (the append is not lost
+    silently) with the text to view the block again; once it has, the rethink goes through. Its own edits since
+    its last view (another call of the same client) count as seen."""
+    params = stdio_params(tmp_path)
+    async with (
+        Client(params, cache=None, read_timeout_seconds=120, mode=mode) as a,
+        Client(params, cache=None, mode=mode) as b2,
+    ):
+        assert not (await a.call_tool("memory_open", {"label": "human"})).is_error
+        assert not (await b2.call_tool("core_memory_append", {"label": "human", "content": "Likes tea."})).is_error
+        r = await a.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        assert "memory_open" in text_of(r)
+        seen = await a.call_tool("memory_open", {"label": "human"})
+        assert "Likes tea." in text_of(seen)  # kept
+        r = await a.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea."})
+        assert not r.is_error and text_of(r) == "Name: Ada\nLikes tea."
+
+        # the first client's own edits since its last view are its own: a rethink after them goes through
+        assert not (await a.call_tool("core_memory_append", {"label": "human", "content": "Has a cat."})).is_error
+        assert not (await a.call_tool("memory_insert", {"label": "human", "new_string": "Born 1815."})).is_error
+        r = await a.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada (1815)"})
+        assert not r.is_error, text_of(r)
+        # a client that never viewed the block: its rethink replaces the value as it stands (as before)
+        r = await b2.call_tool("memory_rethink", {"label": "persona", "new_memory": "I am helpful."})
+        assert not r.is_error, text_of(r)

@@ -108,6 +108,35 @@ def test_create_rename_delete(memory: Memory) -> None:
     assert [x.label for x in memory.blocks(a)] == ["persona", "human"]
 
 
+def test_a_deletion_that_fails_part_way_leaves_no_block_that_says_it_was_deleted(tmp_path: Path) -> None:
+    """A deletion with a reason is two steps (the detach, the reason recorded as the block's last version). The
+    detach failing (here: a SQLite trigger refusing it, as a full disk would) writes nothing: no version says the
+    still-attached block was deleted. Recording the reason failing after the detach leaves the block deleted,
+    without its reason."""
+    import sqlite3
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    store = Store(settings.store_uri(), embedding_model="hashing-384", embedding_dim=384)
+    memory = memory_over(store, default_blocks=settings.default_blocks)
+    a = memory.ensure_agent("default").id
+    memory.create_block(a, spec("notes", "n"))
+    memory.create_block(a, spec("drafts", "d"))
+    db = sqlite3.connect(settings.resolved_data_dir() / CORE_FILE)
+    db.execute("CREATE TRIGGER no_detach BEFORE DELETE ON attachments BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    db.commit()
+    with pytest.raises(StoreError):
+        memory.delete_block(a, "notes", operation="memory delete: tidy up")
+    notes = memory.block(a, "notes")
+    assert notes.version == 1 and [v.operation for v in memory.history(a, "notes")] == ["create"]
+
+    db.execute("DROP TRIGGER no_detach")
+    db.execute("CREATE TRIGGER no_edit BEFORE UPDATE ON blocks BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    db.commit()
+    memory.delete_block(a, "drafts", operation="memory delete: tidy up")
+    db.close()
+    assert [x.label for x in memory.blocks(a)] == ["persona", "human", "notes"]
+
+
 def test_an_agent_deleted_whose_purge_cannot_run_is_deleted_with_the_purge_pending(tmp_path: Path) -> None:
     """The purge of the core's files after an agent's deletion fails (another process holds the write lock): the
     deletion is done and heard (a server serving the agent drops it), the purge is reported pending, not raised;

@@ -61,6 +61,14 @@ INJECTION = (
         ("keep <private>from here on it is all private", f"keep {PRIVATE_MARK}"),  # unclosed: to the end
         ("a </private> b", "a  b"),  # a stray closing tag alone goes
         ("no tags <privately> here", "no tags <privately> here"),
+        # unclosed, with a block the host appended: to the end of the person's text, the host's block kept (its own
+        # spans dropped as anywhere)
+        (
+            "keep <private>mine\n<system-reminder>a.py is open <private>k</private></system-reminder>",
+            f"keep {PRIVATE_MARK}\n<system-reminder>a.py is open {PRIVATE_MARK}</system-reminder>",
+        ),
+        ("a <private>x <system-reminder>same line</system-reminder>", f"a {PRIVATE_MARK}"),  # not a block: private
+        ("a <private>x\n<b>not the host's</b>", f"a {PRIVATE_MARK}"),
     ],
 )
 def test_private_spans_are_replaced_by_a_mark(text: str, kept: str) -> None:
@@ -187,6 +195,8 @@ def test_private_spans_reach_no_file_of_the_data_directory(
     )
     hook(settings, hl, reply("s1", f"Noted. <PRIVATE>I saw {SECRET}-reply</PRIVATE> Done.", work), capsys)
     hook(settings, hl, prompt("s1", f"Also <private>{SECRET}-unclosed and everything after it", work, "p2"), capsys)
+    appended = "<system-reminder>The user opened deploy.md in the IDE.</system-reminder>"  # what Claude Code adds
+    hook(settings, hl, prompt("s1", f"Then <private>{SECRET}-before-the-host\n{appended}", work, "p3"), capsys)
     # the next prompt's search does not carry the span either: nothing stored matches it
     context = hook(settings, hl, prompt("s2", f"<private>{SECRET}</private> deploy notes", work), capsys)
     assert SECRET not in context
@@ -194,6 +204,7 @@ def test_private_spans_reach_no_file_of_the_data_directory(
         ("user", f"My password is {PRIVATE_MARK}, keep the deploy notes.", str(work)),
         ("assistant", f"Noted. {PRIVATE_MARK} Done.", str(work)),
         ("user", f"Also {PRIVATE_MARK}", str(work)),
+        ("user", f"Then {PRIVATE_MARK}\n{appended}", str(work)),
     ]
     memory.archive.vectors.catch_up(30)
     memory.archive.store.indexes.optimize()  # the store compacted and indexed: what a later upkeep writes

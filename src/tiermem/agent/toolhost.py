@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from ..server.registry import NOT_FOR_AGENT
+from ..server.sightings import agent_calls
 from .llm import JSON, ToolSpec
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ class ServerTools:
         if not self._wanted(name):
             return await self._unknown(name), True
         try:
-            result = await self._server.call_tool(name, arguments, self._ctx)
+            with agent_calls():  # the loop's model's call, not the client's (what it has seen: sightings.py)
+                result = await self._server.call_tool(name, arguments, self._ctx)
         except ToolError as exc:  # arguments that fail validation
             return str(exc), True
         except MCPError:  # an unknown tool is a protocol error for MCP clients; for the model, a failed call

@@ -1,7 +1,8 @@
 """Text a person marked private, and stored text quoted back to a model as data.
 
 ``<private>...</private>`` spans (any letter case, several, nested; an unclosed ``<private>`` runs to the end of the
-text) are what a person asked not to be remembered: ``drop_private`` puts ``PRIVATE_MARK`` in each one's place before
+person's own text: the end of the text, or the line where a block the host appended after it starts, ``HOST_TAGS``:
+Claude Code adds ``<system-reminder>`` and the like to what a prompt holds) are what a person asked not to be remembered: ``drop_private`` puts ``PRIVATE_MARK`` in each one's place before
 a turn is logged, so the conversation still reads and nothing of the span is kept; ``without_private`` removes them
 with no mark (the text a recall searches with). ``private_parts`` and ``with_private`` take a text shown without its
 spans (a file written from a block) and an edit of it back to the text with them, the spans kept.
@@ -22,6 +23,25 @@ from collections.abc import Callable
 
 PRIVATE_MARK = "[private: not kept]"
 _TAG = re.compile(r"<\s*(/?)\s*private\b[^<>]*>", re.IGNORECASE)
+# The blocks a host appends to a person's text (Claude Code: reminders, a slash command's name and output, `!` shell
+# input and output, the editor's selection): one starting a line ends an unclosed <private> span (the host's text is
+# not the person's to hide, and its own spans are found in it as in any text).
+HOST_TAGS = (
+    "system-reminder",
+    "user-prompt-submit-hook",
+    "command-name",
+    "command-message",
+    "command-args",
+    "local-command-stdout",
+    "local-command-stderr",
+    "bash-input",
+    "bash-stdout",
+    "bash-stderr",
+    "ide_selection",
+    "ide_opened_file",
+    "ide_diagnostics",
+)
+_HOST_BLOCK = re.compile(r"^[ \t]*<(?:" + "|".join(HOST_TAGS) + r")\b[^<>]*>", re.IGNORECASE | re.MULTILINE)
 
 
 def _spans(text: str) -> list[tuple[int, int, bool]]:
@@ -40,8 +60,14 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
                 spans.append((start, tag.end(), True))
         else:  # a stray </private>
             spans.append((tag.start(), tag.end(), False))
-    if depth:
-        spans.append((start, len(text), True))  # unclosed: everything after it is private
+    if depth:  # unclosed: the rest of the person's text is private, up to a block the host appended after it
+        host = _HOST_BLOCK.search(text, start + 1)
+        if host is None:
+            spans.append((start, len(text), True))
+        else:  # the line break before the host's block stays; the spans of what follows are found afresh
+            end = len(text[: host.start()].rstrip("\r\n"))
+            spans.append((start, max(end, start), True))
+            spans += [(host.start() + a, host.start() + b, p) for a, b, p in _spans(text[host.start() :])]
     return spans
 
 

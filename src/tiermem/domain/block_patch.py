@@ -31,7 +31,7 @@ from ..base.config import BlockSpec
 from ..base.errors import EditError, NotFoundError, TiermemError, ValidationError, without_nothing_written
 from ..base.records import check_text
 from . import blocks as rules
-from .memory import current_actor
+from .memory import current_actor, rename_taken
 
 if TYPE_CHECKING:
     from ..base.records import Block
@@ -217,12 +217,9 @@ def _check_move(
     if enforce and slot.read_only:
         raise EditError(rules.READ_ONLY_ERROR)
     m.refuse_secrets(target, "the new label")
-    taken = target in slots
-    if slot.block is not None and not taken:  # a shared block keeps one label for every agent it is attached to
-        others = [a for a in m.core.agents_of_block(slot.block.id) if a != agent_id]
-        taken = any(b.label == target for a in others for b in m.blocks(a))
-    if taken:
-        raise ValidationError(f"A block labelled {target!r} already exists; choose another label.")
+    # a shared block keeps one label for every agent it is attached to
+    if target in slots or (slot.block is not None and m.label_taken(slot.block.id, target, besides=agent_id)):
+        raise rename_taken(target)
 
 
 def _check_value(m: Memory, agent_id: str, label: str, slot: _Slot) -> None:

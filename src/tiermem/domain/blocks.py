@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..base.errors import EditError, LabelTakenError, ValidationError
+from ..base.errors import EditError, LabelTakenError, NotFoundError, ValidationError
 from ..base.records import Block
 from . import secrets
 
@@ -62,11 +62,7 @@ def validate_label(label: str) -> str:
     and bidirectional controls (U+202E and the like), which could make one label display as another.
     One leading ``/`` is accepted and removed (``/note_directory`` is ``note_directory``).
     """
-    if not isinstance(label, str):
-        raise ValidationError(
-            f"Invalid block label {shown_label(label)}: a label is text, for example 'project_notes'."
-        )
-    name = label[1:] if label.startswith("/") else label
+    name = lookup_label(label)
     problem = _label_problem(name)
     if problem:
         raise ValidationError(
@@ -104,9 +100,48 @@ def _label_problem(name: str) -> str:
     return ""
 
 
-def lookup_label(label: str) -> str:
-    """The label to look a block up by: a leading ``/`` is ignored, as when creating one."""
+def lookup_label(label: object) -> str:
+    """The label to look a block up by: a leading ``/`` is ignored, as when creating one. Not text:
+    ``ValidationError`` (every check of a label starts here)."""
+    if not isinstance(label, str):
+        raise ValidationError(
+            f"Invalid block label {shown_label(label)}: a label is text, for example 'project_notes'."
+        )
     return label[1:] if label.startswith("/") else label
+
+
+def version_number(block: Block, version: object, *, tool: str | None = None, command: str | None = None) -> int:
+    """``version`` as a version of ``block``: a positive whole number no larger than its newest (a larger one,
+    however large, is one it does not have: the store is never asked about it). Else ``ValidationError`` or
+    ``no_version``'s ``NotFoundError``. ``tool``: the tool that lists the versions, named to a model; ``command``:
+    the command that does, named to a person at the command line."""
+    version = whole_version(version, tool=tool, command=command)
+    if version > block.version:
+        raise no_version(block, version, tool=tool, command=command)
+    return version
+
+
+def whole_version(version: object, *, tool: str | None = None, command: str | None = None) -> int:
+    """``version`` if it is a positive whole number (of any block), else ``ValidationError`` (see
+    ``version_number``)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        listed = f" from {tool}" if tool else ""
+        raise ValidationError(
+            f"version must be a positive whole number{listed}, got {version!r}.",
+            person=f"The version must be a positive whole number, got {version!r}; `{command}` lists them."
+            if command
+            else None,
+        )
+    return version
+
+
+def no_version(block: Block, version: int, *, tool: str | None = None, command: str | None = None) -> NotFoundError:
+    """``block`` has no version ``version`` (past its newest, or forgotten): what to tell (see ``version_number``)."""
+    found = f"Block {block.label!r} has no version {version}; its versions are 1 to {block.version}."
+    return NotFoundError(
+        f"{found} See {tool} for the list." if tool else found,
+        person=f"{found} `{command}` lists them." if command else None,
+    )
 
 
 def label_from_letta(label: str) -> str:

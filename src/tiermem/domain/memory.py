@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 from zoneinfo import ZoneInfo
 
 from ..base.background import Opening
@@ -102,6 +102,7 @@ class Change:
     agent_ids: tuple[str, ...]
     label: str | None = None
     version: int | None = None  # a block_updated's new version
+    block_id: str | None = None  # a block_updated's block
 
 
 Listener = Callable[[Change], None]
@@ -110,6 +111,18 @@ DeletionGuard = Callable[[str, str, Callable[[], int]], int]
 WARM_EXIT_SECONDS = 15.0  # at interpreter exit, the longest a process waits for ``Memory.warm``'s read to finish
 DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
 DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
+
+
+class BlockChanges(TypedDict, total=False):
+    """What ``Memory.update_block`` may change of a block (a key left out, or None: left as it is)."""
+
+    new_label: str | None
+    value: str | None
+    description: str | None
+    limit: int | None
+    read_only: bool | None
+    pinned: bool | None
+    metadata: dict[str, str] | None
 
 
 @dataclass(frozen=True)
@@ -290,7 +303,9 @@ class Memory:
     # -- listeners -----------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        """Tell ``listener`` of each committed change (once: one subscribed already is left as it is)."""
+        if listener not in self._listeners:
+            self._listeners.append(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
         """Stop telling ``listener`` (one no longer subscribed is left alone)."""
@@ -458,8 +473,6 @@ class Memory:
         return self.core.read_cached(fn)
 
     def block(self, agent_id: str, label: str) -> Block:
-        if not isinstance(label, str):
-            raise ValidationError("label must be text, for example 'human'.")
         found = self.core.find_block(agent_id, rules.lookup_label(label))
         if found is not None:
             return found
@@ -511,19 +524,37 @@ class Memory:
         *,
         actor: str | None = None,
         expected_version: int | None = None,
+        seen: Mapping[str, int] | None = None,
     ) -> Block:
         """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal; with
-        ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version."""
+        ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version. ``seen``:
+        the version of each block (by id) the model last saw, when the caller knows it (a server's client:
+        ``server/sightings.py``); a whole-value edit (``Rethink``) of a block at another version now is refused
+        (``ConflictError``, nothing written): it was written from a value without the edits since."""
         actor = actor or current_actor.get()
         self._check_sizes(edit)
-        return self._edit(self.block(agent_id, label), edit, actor=actor, expected_version=expected_version)
+        block = self.block(agent_id, label)
+        saw = seen.get(block.id) if seen is not None and isinstance(edit, rules.Rethink) else None
+        return self._edit(block, edit, actor=actor, expected_version=expected_version, seen=saw)
 
-    def _edit(self, block: Block, edit: rules.Edit, *, actor: str, expected_version: int | None = None) -> Block:
+    def _edit(
+        self,
+        block: Block,
+        edit: rules.Edit,
+        *,
+        actor: str,
+        expected_version: int | None = None,
+        seen: int | None = None,
+    ) -> Block:
         """``edit`` applied to ``block`` as the caller read it: a whole-value edit (``Rethink``) over a value another
-        writer changed since that read is refused (``_replaced_meanwhile``), however long ago the read was."""
+        writer changed since that read is refused (``_replaced_meanwhile``), however long ago the read was; with
+        ``seen`` (the version the model wrote it from), over one changed since that version (``_unseen_change``),
+        checked in the commit's own compare-and-set."""
 
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
+            if seen is not None and current.version != seen:
+                raise _unseen_change(current, seen)  # it would drop edits the model has not seen
             if isinstance(edit, rules.Rethink) and current.value not in (block.value, edit.new):
                 raise _replaced_meanwhile(block, current)  # re-applying it would overwrite the other writer's edit
             return replace(
@@ -537,16 +568,10 @@ class Memory:
         agent_id: str,
         label: str,
         *,
-        new_label: str | None = None,
-        value: str | None = None,
-        description: str | None = None,
-        limit: int | None = None,
-        read_only: bool | None = None,
-        pinned: bool | None = None,
-        metadata: dict[str, str] | None = None,
         actor: str = "human",
         operation: str = "update",
         expected_version: int | None = None,
+        **changes: Unpack[BlockChanges],
     ) -> Block:
         """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
         With ``expected_version``: ``ConflictError`` (nothing written) when the block is at another version.
@@ -560,74 +585,46 @@ class Memory:
         so a new value and the limit it needs land together or not at all; a value another writer changed since this
         call read the block is a ``ConflictError`` (nothing written), as with ``Rethink``.
         """
-        if value is not None:
-            self._check_text("value", value)
         block = self.block(agent_id, label)
-        change, new_label = self._updating(
-            block,
-            new_label=new_label,
-            value=value,
-            description=description,
-            limit=limit,
-            read_only=read_only,
-            pinned=pinned,
-            metadata=metadata,
-            actor=actor,
-            expected_version=expected_version,
-        )
+        change, new_label = self._updating(block, changes, actor=actor, expected_version=expected_version)
         try:
             committed = self._commit(block, change, operation=operation, actor=actor)
         except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
-            raise _rename_taken(str(new_label)) from None
+            raise rename_taken(str(new_label)) from None
         if new_label is not None or rules.is_pinned(committed) != rules.is_pinned(block):
             self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
 
-    def check_update(
-        self,
-        block: Block,
-        *,
-        new_label: str | None = None,
-        value: str | None = None,
-        description: str | None = None,
-        metadata: dict[str, str] | None = None,
-        actor: str = "human",
-    ) -> None:
+    def label_taken(self, block_id: str, label: str, *, besides: str | None = None) -> bool:
+        """Whether an agent the block is attached to (other than ``besides``) has a block labelled ``label``: what a
+        rename of the block to ``label`` is refused for (``rename_taken``)."""
+        agents = [a for a in self.core.agents_of_block(block_id) if a != besides]
+        return any(b.label == label for agent in agents for b in self.blocks(agent))
+
+    def check_update(self, block: Block, *, actor: str = "human", **changes: Unpack[BlockChanges]) -> None:
         """Refuse, writing nothing, what ``update_block`` would refuse over ``block`` as read (the label, the sizes,
         the limit, the metadata, a new credential in the value or the description): a plan that writes several
         blocks (Letta Code's ``memory_apply_patch``) checks each one before its first write."""
-        if value is not None:
-            self._check_text("value", value)
-        change, _ = self._updating(
-            block, new_label=new_label, value=value, description=description, metadata=metadata, actor=actor
-        )
+        change, _ = self._updating(block, changes, actor=actor)
         self._without_secrets(change(block), block, actor)
 
     def _updating(
-        self,
-        block: Block,
-        *,
-        new_label: str | None = None,
-        value: str | None = None,
-        description: str | None = None,
-        limit: int | None = None,
-        read_only: bool | None = None,
-        pinned: bool | None = None,
-        metadata: dict[str, str] | None = None,
-        actor: str,
-        expected_version: int | None = None,
+        self, block: Block, changes: BlockChanges, *, actor: str, expected_version: int | None = None
     ) -> tuple[Callable[[Block], Block], str | None]:
-        """``update_block``'s checks of its arguments over ``block`` (as read), and the change it commits; with the
+        """``update_block``'s checks of its ``changes`` over ``block`` (as read), and the change it commits; with the
         block's new label when it is renamed (None: it keeps its label)."""
+        new_label, value, description = changes.get("new_label"), changes.get("value"), changes.get("description")
+        limit, read_only, pinned = changes.get("limit"), changes.get("read_only"), changes.get("pinned")
+        metadata = changes.get("metadata")
+        if value is not None:
+            self._check_text("value", value)
         if new_label is not None:
             new_label = rules.validate_label(new_label)
             self._refuse_in_fields(("the new label", new_label))
         self._refuse_in_fields(*_metadata_fields(metadata))
         renamed = new_label is not None and new_label != block.label
-        if renamed:
-            for agent in self.core.agents_of_block(block.id):
-                if any(b.label == new_label for b in self.blocks(agent)):
-                    raise _rename_taken(str(new_label))
+        if renamed and self.label_taken(block.id, str(new_label)):
+            raise rename_taken(str(new_label))
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
         updates = _check_metadata(metadata or {})
@@ -667,21 +664,12 @@ class Memory:
         value already is left as it is (no new version). Only the value: the label, description, limit and
         read-only setting stay as they are now."""
         actor = actor or current_actor.get()
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValidationError(
-                f"version must be a positive whole number from memory_history, got {version!r}.",
-                person=f"The version must be a positive whole number, got {version!r}; "
-                f"`tiermem blocks history {label}` lists them.",
-            )
+        listed = {"tool": "memory_history", "command": f"tiermem blocks history {label}"}
+        rules.whole_version(version, **listed)  # before the block is read
         block = self.block(agent_id, label)
-        # a version past the current one does not exist (and one past 2**63 - 1 is no number SQLite can look up)
-        old = self.core.history_version(block.id, version) if version <= block.version else None
-        if old is None:
-            found = f"Block {label!r} has no version {version}; its versions are 1 to {block.version}."
-            raise NotFoundError(
-                f"{found} See memory_history for the list.",
-                person=f"{found} `tiermem blocks history {block.label}` lists them.",
-            )
+        old = self.core.history_version(block.id, rules.version_number(block, version, **listed))
+        if old is None:  # forgotten
+            raise rules.no_version(block, version, **listed)
         edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
         self._check_sizes(edit)
         done = self._edit(block, edit, actor=actor)  # as read above: another writer's edit since is kept, not reverted
@@ -824,14 +812,20 @@ class Memory:
     ) -> Block:
         """Detach the block from this agent. Its history stays in the store. ``operation``: why, recorded as a last
         version of the block (its value unchanged) when no other agent has it, so the deletion is in its history
-        with its message (a synced directory's commit takes it: ``memfs_format.reason_of``)."""
+        with its message (a synced directory's commit takes it: ``memfs_format.reason_of``). The detach comes first:
+        a process that dies between the two steps leaves the block deleted without its reason (the commit says only
+        that it was detached), never an attached block whose last version says it was deleted."""
         actor = actor or current_actor.get()
         block = self.block(agent_id, label)
         if actor != "human" and block.read_only:
             raise EditError(rules.READ_ONLY_ERROR)
-        if operation is not None and set(self.core.agents_of_block(block.id)) == {agent_id}:
-            block = self._commit(block, lambda current: current, operation=operation, actor=actor, record=True)
+        alone = operation is not None and set(self.core.agents_of_block(block.id)) == {agent_id}
         self.core.detach(agent_id, block.id)
+        try:
+            if alone and operation is not None:
+                block = self._commit(block, lambda current: current, operation=operation, actor=actor, record=True)
+        except (StoreError, ConflictError) as exc:  # the block is deleted all the same: say so, not that it failed
+            log.warning("block %r was deleted, but its reason could not be recorded in its history: %s", label, exc)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
@@ -1180,7 +1174,7 @@ class Memory:
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
                 if agents is not None:
-                    self._emit(Change("block_updated", agents, committed.label, committed.version))
+                    self._emit(Change("block_updated", agents, committed.label, committed.version, committed.id))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
                 current = self.core.get_block(block_id)
@@ -1234,7 +1228,7 @@ def _create_taken(label: str) -> LabelTakenError:
     )
 
 
-def _rename_taken(label: str) -> LabelTakenError:
+def rename_taken(label: str) -> LabelTakenError:
     return LabelTakenError(f"A block labelled {label!r} already exists; choose another label.", label=label)
 
 
@@ -1271,6 +1265,17 @@ def _replaced_meanwhile(read: Block, current: Block) -> ConflictError:
         person=f"Block {current.label!r} was changed by another writer while this command was replacing its whole "
         f"value (version {read.version} -> {current.version}); nothing was written, so that change is kept. "
         f"`tiermem blocks show {current.label}` shows it now; run the command again if your value should replace it.",
+    )
+
+
+def _unseen_change(current: Block, seen: int) -> ConflictError:
+    """A ``memory_rethink`` written from version ``seen`` of a block another writer (or another of the model's
+    calls) changed since: Letta's words for an edit not made, and what to do."""
+    return ConflictError(
+        f"No rewrite was performed: memory block with label `{current.label}` changed since you last viewed it "
+        f"(version {seen} -> {current.version}), and memory_rethink replaces the whole value, which would drop that "
+        f"change. View the block again (memory_open with label `{current.label}`), then call memory_rethink with the "
+        "whole new value, keeping that change if it should stay."
     )
 
 

@@ -35,7 +35,7 @@ import time
 import weakref
 import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
@@ -527,10 +527,7 @@ class Notifier:
         await self.bus.publish(ToolsListChanged())
         channels = {id(c): c for c in (*self._every_channel(ctx), *self._tool_clients.values())}
         for channel in channels.values():
-            try:
-                await channel.send_tool_list_changed()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # that client is gone
+            await _reached(channel.send_tool_list_changed())  # a client gone is left alone
 
     def _every_channel(self, ctx: Context[Any, Any] | None) -> list[Any]:
         """Every subscribed client's connection, and the calling client's (told of list changes it caused)."""
@@ -561,18 +558,22 @@ class Notifier:
     async def _deliver(self, uri: str) -> None:
         """``notifications/resources/updated`` to the legacy subscribers of ``uri``."""
         for channel in list(self._subscribers.get(uri, ())):
-            try:
-                await channel.send_resource_updated(uri)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            if not await _reached(channel.send_resource_updated(uri)):
                 self._forget(channel)  # that client is gone
 
     async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ResourcesListChanged())
         for channel in self._every_channel(ctx):
-            try:
-                await channel.send_resource_list_changed()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # that client is gone; nothing to tell it
+            await _reached(channel.send_resource_list_changed())  # a client gone is left alone
+
+
+async def _reached(sending: Awaitable[None]) -> bool:
+    """Send one notification to a client's connection: False when the client is gone (its connection closed)."""
+    try:
+        await sending
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return False
+    return True
 
 
 def _watch(ref: weakref.ref[Notifier]) -> None:

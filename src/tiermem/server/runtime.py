@@ -29,6 +29,7 @@ from ..base import gcpause
 from ..base.background import OPEN_TIMEOUT, Opening
 from ..base.errors import NotFoundError, TiermemError
 from .clientlog import client_log
+from .sightings import Sightings
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
@@ -143,6 +144,8 @@ class Runtime:
     # recall hits carry their ids: only when ``memory_links`` is published, the one tool that takes a turn's id (an id
     # costs ~30 tokens a hit, a quarter of a short turn's result: not spent where nothing can use it)
     turn_ids: bool = False
+    # the block versions each client's model has seen: a rethink written from an older one is refused (sightings.py)
+    sightings: Sightings = field(default_factory=Sightings, init=False)
 
     async def call(
         self,
@@ -163,7 +166,8 @@ class Runtime:
                 client_log("info", f"memory store open after {time.monotonic() - started:.1f} s")
             memory, agent_id = self.handle.live()
             self.notifier.bind(memory, agent_id)
-            return op(memory, agent_id, *args, **kwargs)
+            with self.sightings.watching(ctx, memory):
+                return op(memory, agent_id, *args, **kwargs)
 
         try:
             return await anyio.to_thread.run_sync(work)

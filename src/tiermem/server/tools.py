@@ -182,7 +182,11 @@ def model_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
 
 
 async def _edit(ctx: Context[Any, Any], label: str, edit: rules.Edit) -> str:
-    block = await runtime_of(ctx).call(ctx, Memory.edit, label, edit)
+    """``edit`` applied to the block ``label``: a ``memory_rethink`` is refused over a version the client's model has
+    not seen (``sightings.py``); the block as the result shows it is seen from then on."""
+    rt = runtime_of(ctx)
+    block = await rt.call(ctx, Memory.edit, label, edit, seen=rt.sightings.of(ctx))
+    rt.sightings.saw(ctx, [block])
     return block.value
 
 
@@ -280,7 +284,9 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     Use it at the start of a conversation when the host does not show memory://core.
     `line_numbers=true` prefixes each line with 'N→' to help place edits (never copy them into edits).
     """
-    text, blocks = await runtime_of(ctx).call(ctx, Memory.core_memory, line_numbers=line_numbers)
+    rt = runtime_of(ctx)
+    text, blocks = await rt.call(ctx, Memory.core_memory, line_numbers=line_numbers)
+    rt.sightings.saw(ctx, blocks)
     data = {
         "blocks": [
             {
@@ -304,7 +310,9 @@ async def memory_open(label: str, ctx: Context[Any, Any], line_numbers: bool = F
     Blocks under <memory_directory> (detached) are not shown in full: open one when it is relevant,
     then edit it like any block. Labels may be paths such as 'notes/projects'.
     """
-    block = await runtime_of(ctx).call(ctx, Memory.open_block, label)
+    rt = runtime_of(ctx)
+    block = await rt.call(ctx, Memory.open_block, label)
+    rt.sightings.saw(ctx, [block])
     return rules.render_block(block, line_numbers=line_numbers)
 
 
@@ -332,7 +340,9 @@ async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str
 
     The revert is itself a new version, so nothing is lost. Returns the block's new value.
     """
-    block, written = await runtime_of(ctx).call(ctx, Memory.revert_version, label, version)
+    rt = runtime_of(ctx)
+    block, written = await rt.call(ctx, Memory.revert_version, label, version)
+    rt.sightings.saw(ctx, [block])
     if written:
         return block.value
     return f"Block {label!r} already holds version {version}'s value; nothing was written. Its value:\n{block.value}"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
-from ..domain.blocks import Rethink, is_pinned
+from ..domain.blocks import Rethink, is_pinned, no_version, version_number
 
 if TYPE_CHECKING:
     from ..base.records import Agent, Block, BlockVersion, Folder, Hit, Passage
@@ -228,9 +228,9 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     block = memory.block(agent.id, label)
     values = []
     for v in (old, new):
-        found = memory.core.history_version(block.id, _version(block, v))
-        if found is None:
-            raise NotFoundError(f"Block {label!r} has no version {v}; its versions are 1 to {block.version}.")
+        found = memory.core.history_version(block.id, version_number(block, v))
+        if found is None:  # forgotten
+            raise no_version(block, v)
         values.append(found.value)
     lines = difflib.unified_diff(
         values[0].splitlines(), values[1].splitlines(), f"version {old}", f"version {new}", lineterm="", n=3
@@ -239,20 +239,10 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     return {"label": label, "old": old, "new": new, "lines": out}
 
 
-def _version(block: Block, version: Any) -> int:
-    """``version`` as a version number of ``block``: a positive whole number no larger than its newest (a larger one,
-    however large, is one it does not have; the store is never asked about it)."""
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ValidationError(f"versions must be positive whole numbers, got {version!r}.")
-    if version > block.version:
-        raise NotFoundError(f"Block {block.label!r} has no version {version}; its versions are 1 to {block.version}.")
-    return version
-
-
 def revert(memory: Memory, name: str, label: str, version: Any, *, override_read_only: bool = False) -> JSON:
     agent = _agent(memory, name)
     block = memory.block(agent.id, label)
-    _version(block, version)
+    version_number(block, version)
     if block.read_only and not override_read_only:
         raise EditError(
             f"Block {label!r} is read-only: confirm that you, a person, want to revert it. Nothing was written."

@@ -365,3 +365,20 @@ async def test_a_rethink_over_an_edit_the_model_has_not_seen_is_refused_until_it
         # a client that never viewed the block: its rethink replaces the value as it stands (as before)
         r = await b2.call_tool("memory_rethink", {"label": "persona", "new_memory": "I am helpful."})
         assert not r.is_error, text_of(r)
+
+
+@pytest.mark.anyio
+async def test_a_block_viewed_with_the_memory_tool_counts_as_seen(tmp_path: Path) -> None:
+    """A file viewed with the ``memory`` tool (``view /memories/human``) shows the block whole: a rethink written
+    from it goes through even when another process changed the block after the client's earlier view."""
+    params = stdio_params(tmp_path, TIERMEM_TOOLS="default,memory_tool")
+    async with (
+        Client(params, cache=None, read_timeout_seconds=120) as a,
+        Client(params, cache=None) as b2,
+    ):
+        assert not (await a.call_tool("memory_open", {"label": "human"})).is_error
+        assert not (await b2.call_tool("memory_insert", {"label": "human", "new_string": "Likes tea."})).is_error
+        shown = await a.call_tool("memory", {"command": "view", "path": "/memories/human"})
+        assert "Likes tea." in text_of(shown), text_of(shown)
+        r = await a.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea."})
+        assert not r.is_error, text_of(r)

@@ -83,15 +83,17 @@ async def memory_tool(
         "old_path": old_path,
         "new_path": new_path,
     }
-    text, data = await runtime_of(ctx).call(ctx, run_command, args)
+    rt = runtime_of(ctx)
+    text, data, shown = await rt.call(ctx, run_command, args)
+    rt.sightings.saw(ctx, shown)  # a file viewed is a block the model has seen (a later rethink is written from it)
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=data.model_dump(mode="json", exclude_none=True),
     )
 
 
-def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, MemoryResult]:
-    """Run one ``memory`` command; returns (the text a model reads, the structured result)."""
+def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, MemoryResult, list[Block]]:
+    """Run one ``memory`` command; returns (the text a model reads, the structured result, the blocks it showed whole)."""
     from ..domain.memory import current_actor  # runs in the worker thread, after the store has opened
 
     command = args["command"]
@@ -127,46 +129,46 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
         spec = BlockSpec(label=label, value=args.get("file_text") or "", description=args.get("description") or "")
         block = m.create_block(agent_id, spec)
         text = f"Created memory block {block.label!r} ({len(block.value)} of {block.limit} characters)."
-        return text, file(path, block.value, text)
+        return text, file(path, block.value, text), []
     if command == "str_replace":
         path = need("path")
         label = rules.label_from_path(path)
         replace = rules.StrReplace(need("old_str"), need("new_str"), args=rules.MEMORY_TOOL_ARGS)  # "" deletes
         block = m.edit(agent_id, label, replace)
-        return block.value, file(path, block.value)
+        return block.value, file(path, block.value), []
     if command == "insert":
         path = need("path")
         label = rules.label_from_path(path)
         line = args.get("insert_line")
         insert = rules.Insert(need("insert_text"), -1 if line is None else line, args=rules.MEMORY_TOOL_ARGS)
         block = m.edit(agent_id, label, insert)
-        return block.value, file(path, block.value)
+        return block.value, file(path, block.value), []
     if command == "delete":
         path = need("path")
         label = rules.label_from_path(path)
         m.delete_block(agent_id, label)
         text = f"Deleted memory block {label!r} (its history is kept)."
-        return text, MemoryResult(command=command, path=path, kind="message", message=text)
+        return text, MemoryResult(command=command, path=path, kind="message", message=text), []
     if command == "rename":
         if args.get("old_path") is not None or args.get("new_path") is not None:
             old = rules.label_from_path(need("old_path"))
             new = rules.label_from_path(need("new_path"))
             m.update_block(agent_id, old, new_label=new, actor=current_actor.get(), operation="rename")
             text = f"Renamed memory block {old!r} to {new!r}."
-            return text, MemoryResult(command=command, path=args["new_path"], kind="message", message=text)
+            return text, MemoryResult(command=command, path=args["new_path"], kind="message", message=text), []
         path = need("path")
         label = rules.label_from_path(path)
         m.update_block(
             agent_id, label, description=need("description"), actor=current_actor.get(), operation="describe"
         )
         text = f"Updated the description of memory block {label!r}."
-        return text, MemoryResult(command=command, path=path, kind="message", message=text)
+        return text, MemoryResult(command=command, path=path, kind="message", message=text), []
     raise ValidationError(
         f"Unknown memory command {command!r}; use view, create, str_replace, insert, delete or rename."
     )
 
 
-def view(m: Memory, agent_id: str, path: str, view_range: list[int] | None) -> tuple[str, MemoryResult]:
+def view(m: Memory, agent_id: str, path: str, view_range: list[int] | None) -> tuple[str, MemoryResult, list[Block]]:
     """``/memories`` (or a sub-directory): the files in it; a file: its lines, numbered from 1."""
     if not isinstance(path, str) or not (path == ROOT or path.startswith(ROOT + "/")):
         raise ValidationError(
@@ -177,14 +179,14 @@ def view(m: Memory, agent_id: str, path: str, view_range: list[int] | None) -> t
     blocks = m.blocks(agent_id)
     for b in blocks:
         if rel and b.label == rel:
-            return _view_file(path, b, view_range)
+            return (*_view_file(path, b, view_range), [b])
     inside = [b for b in blocks if not rel or b.label.startswith(rel + "/")]
     if rel and not inside:
         files = ", ".join(f"{ROOT}/{b.label}" for b in blocks) or "none yet"
         raise NotFoundError(f"The path {path} does not exist. Files in {ROOT}: {files}. View {ROOT} to list them.")
     if view_range is not None:
         raise ValidationError(f"{path} is a directory; view_range applies to files only.")
-    return _view_directory(f"{ROOT}/{rel}" if rel else ROOT, rel, inside)
+    return (*_view_directory(f"{ROOT}/{rel}" if rel else ROOT, rel, inside), [])
 
 
 def _view_file(path: str, block: Block, view_range: list[int] | None) -> tuple[str, MemoryResult]:

@@ -6,10 +6,10 @@ change without anyone being told; so the rethink is refused when the block is no
 last saw (``Memory.edit(seen=...)``, checked in the commit's compare-and-set), and the model is asked to view the
 block again.
 
-Seen is what a client's tool calls showed (``core_memory_view``, ``memory_open``, an edit's or a revert's result:
-``Sightings.saw``) and what its own calls committed (any edit tool's: ``watching`` records the commits of the call
-it wraps). A client is its connection (``sdk.connection_of``) on protocol versions with a handshake, where one
-connection carries all its requests; from 2026-07-28 a request has a connection of its own and names no session,
+Seen is what a client's tool calls showed (``core_memory_view``, ``memory_open``, the ``memory`` tool's view of a
+file, an edit's or a revert's result: ``Sightings.saw``) and what its own calls committed (any edit tool's:
+``watching`` records the commits of the call it wraps). A client is its connection (``sdk.connection_of``) on
+protocol versions with a handshake, where one connection carries all its requests; from 2026-07-28 a request has a connection of its own and names no session,
 so the server's clients are one (a stdio server has one client anyway; on a shared HTTP server, another client's
 edit then counts as seen, another process's never). A block the client was never shown through a call (only in
 the instructions, a resource, a hook's context) has no version here: its rethink replaces the value as the server

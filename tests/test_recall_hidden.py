@@ -139,3 +139,58 @@ async def test_a_replayed_round_that_searched_and_replied_gives_the_reply(settin
         assert text_of(r2) == text_of(again) == "The keeper is Ada."
         found = await c.call_tool("conversation_search", {"query": "Checking the keeper", "roles": ROLES})
         assert "Checking the keeper." not in [h["content"] for h in json.loads(text_of(found))["results"]]
+
+
+def _found(result) -> list[dict]:  # type: ignore[no-untyped-def]
+    return list(json.loads(text_of(result))["results"])
+
+
+async def test_tool_searches_find_real_tool_results_not_the_loops_own(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    # A memgpt turn searching recall, storing a fact and replying: with roles=["tool"] the search finds the store's
+    # result, not the results of conversation_search (the loop's own searches) or send_message (plumbing).
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("conversation_search", {"query": "Quillfeather lighthouse", "request_heartbeat": True}),
+        fa.tool("archival_memory_insert", {"content": "Quillfeather keeps the lighthouse", "request_heartbeat": True}),
+        fa.tool("send_message", {"message": "Quillfeather keeps the lighthouse, noted."}),
+    )
+    async with Client(build(s), cache=None) as c:
+        await chat(c, "Quillfeather keeps the lighthouse on Skerry Rock.")
+        said = []
+        for query in ("Quillfeather lighthouse Skerry Rock", "status OK message", "Sent message successfully"):
+            hits = _found(await c.call_tool("conversation_search", {"query": query, "roles": ["tool"], "limit": 20}))
+            assert all(h["role"] == "tool" for h in hits)
+            said += [json.loads(h["content"])["message"] for h in hits]
+        assert said and all('"chunks": 1' in m for m in said), said  # archival_memory_insert's result, found
+
+
+def test_rows_logged_before_the_rule_are_left_out_by_their_payload(mem: Memory) -> None:  # noqa: F811
+    # Rows as the agent loop stored them before: an answer calling conversation_search with its text, the search's
+    # result and a send_message result. Their payloads say what they are, so searches leave them out, and so do a
+    # hit's linked turns; a real tool result and the user's words stay found.
+    agent = mem.ensure_agent("default")
+    call = {"kind": "assistant", "tool_calls": [{"id": "c1", "name": "conversation_search", "input": {"query": "x"}}]}
+    rows = [
+        ("user", "Where does Quillfeather keep the lantern oil?", {"kind": "user"}),
+        ("assistant", "Searching for Quillfeather lantern oil.", call),
+        ("tool", '{"status": "OK", "message": "Quillfeather lantern oil: shed"}', _result("conversation_search")),
+        ("tool", '{"status": "OK", "message": "Quillfeather lantern oil stocked"}', _result("archival_memory_search")),
+        ("tool", '{"status": "OK", "message": "Sent message successfully."}', _result("send_message")),
+        ("assistant", "Quillfeather keeps the lantern oil in the shed.", {"kind": "assistant", "tool_calls": []}),
+    ]
+    mem.archive.log_messages(agent.id, [{"role": r, "content": c, "payload": json.dumps(p)} for r, c, p in rows])
+    hidden = {rows[1][1], rows[2][1], rows[4][1]}
+    query = "Quillfeather lantern oil searching sent message successfully"
+    for roles in (None, ["assistant"], ["tool"], ["user", "assistant", "tool"]):
+        for links in (False, True):
+            hits = mem.archive.conversation_search(agent.id, query, roles=roles, limit=10, links=links).hits
+            contents = {h.content for h in hits}
+            assert contents and not contents & hidden, (roles, links, contents)
+    tools = mem.archive.conversation_search(agent.id, query, roles=["tool"], limit=10).hits
+    assert [h.content for h in tools] == [rows[3][1]]
+
+
+def _result(tool: str) -> dict[str, object]:
+    return {"kind": "tool_result", "tool_call_id": "c1", "name": tool, "is_error": False}

@@ -59,7 +59,7 @@ from .search.cjk import keyword_query, keyword_text
 from .search.kinds import KINDS, Kind, Table
 from .search.pool import Pool, pool_size, pooled
 from .search.query import Query, analyse, needs_clock, speaker_of
-from .search.ranking import Candidate, Context, merge, said, stated
+from .search.ranking import Candidate, Context, merge, said, says, stated
 from .search.sittings import SittingCache, SittingIndex, SittingRanks
 
 if TYPE_CHECKING:
@@ -801,13 +801,14 @@ class Archive:
             wanted = {i for ids in near.values() for i in ids} if table == "messages" else made - set(rows)
             if table == kind.table:
                 for i in wanted & pooled_rows.keys():
-                    rows[i] = _found_hit(table, pooled_rows[i])
+                    if said(pooled_rows[i]):
+                        rows[i] = _found_hit(table, pooled_rows[i])
                 wanted -= pooled_rows.keys()
             if wanted:
                 ids = tuple(sorted(wanted))
                 scope = replace(where, ids=ids) if table == kind.table else _across(where, agent_id, ids)
-                rows.update(self._linked_rows(table, scope))
-        linked = {h: [rows[i] for i in ids if i in rows and said(rows[i])] for h, ids in near.items()}
+                rows.update(self._linked_rows(table, scope, said_only=True))
+        linked = {h: [rows[i] for i in ids if i in rows] for h, ids in near.items()}
         return expand(hits, linked, self.token_budget)
 
     def find_memory(self, agent_id: str, memory_id: str, *, latest: bool = False) -> tuple[str, Hit, int | None]:
@@ -854,8 +855,15 @@ class Archive:
         found = self.memories(agent_id, [link.target for link in pairs])
         return Neighbourhood(center, table, [(link, found[link.target]) for link in pairs if link.target in found])
 
-    def _linked_rows(self, table: str, where: Filter) -> dict[str, Hit]:
-        return {r["id"]: _as_hit(table, r) for r in self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])}
+    def _linked_rows(self, table: str, where: Filter, *, said_only: bool = False) -> dict[str, Hit]:
+        """The rows of ``table`` under ``where`` as results, by id; ``said_only``: only those a search returns
+        (``ranking.said``: a message's payload read to tell the agent loop's plumbing apart)."""
+        if not said_only:
+            rows = self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])
+            return {r["id"]: _as_hit(table, r) for r in rows}
+        columns = (*RESULT_COLUMNS[table], "payload") if table == "messages" else RESULT_COLUMNS[table]
+        rows = self.store.conn.rows(table, where, columns=columns)
+        return {r["id"]: _as_hit(table, r) for r in rows if says(r["content"], r.get("role"), r.get("payload"))}
 
     def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         from .tokens import fit_to_budget

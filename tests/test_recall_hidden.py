@@ -194,3 +194,20 @@ def test_rows_logged_before_the_rule_are_left_out_by_their_payload(mem: Memory) 
 
 def _result(tool: str) -> dict[str, object]:
     return {"kind": "tool_result", "tool_call_id": "c1", "name": tool, "is_error": False}
+
+
+async def test_searches_without_roles_read_user_and_assistant_turns(settings: Settings) -> None:
+    # Letta's conversation_search takes user, assistant and tool; the loop's summaries (role system) stand for turns
+    # recall keeps whole, so a search without roles reads the turns, and roles=["system"] still finds a summary.
+    from .conftest import serve_in_process
+
+    summary = "Summary of the evicted turns: Quillfeather moved the lantern oil to the boathouse."
+    rows = [("user", "Quillfeather moved the lantern oil to the boathouse."), ("system", summary)]
+    query = {"query": "Quillfeather lantern oil boathouse summary", "limit": 10}
+    async with Client(serve_in_process(settings), cache=None) as c:
+        logged = await c.call_tool("conversation_log", {"messages": [{"role": r, "content": t} for r, t in rows]})
+        assert not logged.is_error, text_of(logged)
+        default = _found(await c.call_tool("conversation_search", query))
+        assert [h["role"] for h in default] == ["user"]
+        asked = _found(await c.call_tool("conversation_search", {**query, "roles": ["system"]}))
+        assert [h["content"] for h in asked] == [summary]

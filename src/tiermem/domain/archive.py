@@ -99,9 +99,12 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
 
-# The roles a search without a roles filter reads: tool results are asked for by name (roles=["tool"]), as Letta's
-# conversation_search leaves them out (their {"status": "OK", ...} boilerplate would fill the results).
-SEARCHED_ROLES: tuple[str, ...] = tuple(r for r in ROLES if r != "tool")
+# The roles a search without a roles filter reads: what the user and the agent said. Tool results are asked for by
+# name (roles=["tool"]), as Letta's conversation_search leaves them out (their {"status": "OK", ...} boilerplate
+# would fill the results); so are system turns (roles=["system"]), which Letta's search does not take: the agent
+# loop's summaries of evicted turns, which recall keeps whole (found again through a summary, a turn would come back
+# twice).
+SEARCHED_ROLES: tuple[str, ...] = ("user", "assistant")
 
 
 def parse_bound(value: str | None, name: str, *, end: bool, zone: tzinfo | None = None) -> datetime | None:
@@ -509,7 +512,7 @@ class Archive:
         """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's;
         ``projects``: only turns of these projects (None in it: turns of no project, shared by all); ``links``: each
         hit followed by the turns it links to (its sitting's neighbours, links made on purpose), within the token
-        budget (None: ``links_by_default``). ``roles`` None: every role but ``tool`` (``SEARCHED_ROLES``). ``zone``:
+        budget (None: ``links_by_default``). ``roles`` None: user and assistant turns (``SEARCHED_ROLES``). ``zone``:
         the agent's time zone (UTC without it): of date bounds that name none, and of the days the query's time words
         name."""
         _check_count(limit, "limit", 100)

@@ -211,3 +211,41 @@ async def test_searches_without_roles_read_user_and_assistant_turns(settings: Se
         assert [h["role"] for h in default] == ["user"]
         asked = _found(await c.call_tool("conversation_search", {**query, "roles": ["system"]}))
         assert [h["content"] for h in asked] == [summary]
+
+
+async def test_an_answer_after_a_tool_result_is_not_found_by_the_results_words(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    # A turn is indexed for keywords with the turn before it; a tool result is no such turn: the answer after an
+    # archival search is not found by keywords for a word only the search's result held.
+    fake.add(
+        fa.tool("archival_memory_search", {"query": "lantern oil"}, say="Let me check."),
+        fa.text("It is under the tarp in the shed."),
+    )
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        stored = await c.call_tool(
+            "archival_memory_insert", {"content": "The lantern oil is under the Zanzibarine tarp."}
+        )
+        assert not stored.is_error, text_of(stored)
+        await chat(c, "Where is the lantern oil?")
+        query = {"query": "Zanzibarine", "roles": ["assistant"], "limit": 10}
+        hits = {h["content"]: h for h in _found(await c.call_tool("conversation_search", query))}
+        answer = hits.get("It is under the tarp in the shed.")
+        assert answer is None or answer["ranking"]["fts_rank"] is None, answer
+        tools = _found(await c.call_tool("conversation_search", {**query, "roles": ["tool"]}))
+        assert [h["ranking"]["fts_rank"] for h in tools] == [1]  # the result itself is found by the word
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_tool_result_gives_the_next_turn_no_keywords(mem: Memory, restarted: bool) -> None:  # noqa: F811
+    # The turn before an answer is read from the store when this process has not seen the conversation (restarted).
+    agent = mem.ensure_agent("default")
+    result = '{"status": "OK", "message": "The lantern oil is under the Zanzibarine tarp."}'
+    mem.archive.log_messages(agent.id, [{"role": "user", "content": "Where is the oil?"}])
+    mem.archive.log_messages(agent.id, [{"role": "tool", "content": result}])
+    if restarted:
+        mem.archive.forget_turns(agent.id)
+    mem.archive.log_messages(agent.id, [{"role": "assistant", "content": "Under the tarp."}])
+    mem.archive.log_messages(agent.id, [{"role": "user", "content": "Thanks, Zanzibarine it is."}])
+    hits = mem.archive.conversation_search(agent.id, "Zanzibarine", roles=["assistant", "tool"], limit=10).hits
+    assert {h.content: h.fts_rank is not None for h in hits} == {result: True, "Under the tarp.": False}

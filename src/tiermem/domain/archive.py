@@ -189,10 +189,17 @@ def time_ago(then: datetime, reference: datetime | None = None) -> str:
 PREVIOUS_CHARS = 4000  # of the turn before a message, what its keyword text holds (the agent loop's rows run to 10M)
 
 
+def context_of(role: str, content: str) -> str:
+    """What a turn gives the next one's keyword text (``shape_message``'s ``previous``): its content, but nothing of a
+    tool result: an answer after a search is found by its own words and its question's, not by every word the
+    search returned (the result is found by those itself)."""
+    return "" if role == "tool" else content
+
+
 def shape_message(content: str, created_at: datetime, previous: str = "") -> str:
-    """The keyword-indexed text of a message: its date, its content and the turn before it (its first
-    ``PREVIOUS_CHARS`` characters: far more than a conversational turn, LoCoMo's run to a few hundred, while a tool
-    result or a long answer the agent loop stores is not indexed a second time in the next row).
+    """The keyword-indexed text of a message: its date, its content and the turn before it (``context_of``; its first
+    ``PREVIOUS_CHARS`` characters: far more than a conversational turn, LoCoMo's run to a few hundred, while a long
+    answer the agent loop stores is not indexed a second time in the next row).
 
     The vector is made from the content alone. The date lets "when" questions match, the previous
     turn gives a reply the context it answers: on the LoCoMo dev split (``python -m bench locomo``) the keyword leg
@@ -296,7 +303,7 @@ class Archive:
                 self._text(project, f"messages[{n}].project")
             key = (agent_id, conversation)
             previous = latest[key] if key in latest else self._previous_turn(agent_id, conversation)
-            latest[key] = content
+            latest[key] = context_of(role, content)
             rows.append(
                 {
                     # id and seq are only set by importers (the tool's schema has neither)
@@ -326,7 +333,7 @@ class Archive:
         key = (agent_id, conversation)
         if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
             newest = self.store.rows.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
-            self._remember_turn(key, newest["content"] if newest else "")
+            self._remember_turn(key, context_of(newest["role"], newest["content"]) if newest else "")
         return self._last_turn[key]
 
     def forget_turns(self, agent_id: str) -> None:

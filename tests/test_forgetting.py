@@ -673,15 +673,15 @@ def test_a_long_turn_is_kept_in_the_next_turns_keyword_text_only_in_part_and_lea
     local: tuple[Memory, Path],
 ) -> None:
     """The next turn's keyword text holds the start of the turn before it (``PREVIOUS_CHARS``), not a 10M-character
-    tool result a second time; forgetting that turn takes its start out of the next one's text too, though the next
-    holds only part of it."""
+    answer a second time (a tool result gives it nothing: ``archive.context_of``); forgetting that turn takes its start
+    out of the next one's text too, though the next holds only part of it."""
     from tiermem.domain.archive import PREVIOUS_CHARS
 
     memory, _ = local
     agent = memory.ensure_agent("default").id
     long = f"{SECRET} " + "filler words " * 2_000
     first, second = memory.archive.log_messages(
-        agent, [{"role": "tool", "content": long}, {"role": "assistant", "content": "noted"}], max_chars=len(long)
+        agent, [{"role": "assistant", "content": long}, {"role": "user", "content": "noted"}], max_chars=len(long)
     )
 
     def text_of(message_id: str) -> str:

@@ -139,3 +139,113 @@ async def test_a_replayed_round_that_searched_and_replied_gives_the_reply(settin
         assert text_of(r2) == text_of(again) == "The keeper is Ada."
         found = await c.call_tool("conversation_search", {"query": "Checking the keeper", "roles": ROLES})
         assert "Checking the keeper." not in [h["content"] for h in json.loads(text_of(found))["results"]]
+
+
+def _found(result) -> list[dict]:  # type: ignore[no-untyped-def]
+    return list(json.loads(text_of(result))["results"])
+
+
+async def test_tool_searches_find_real_tool_results_not_the_loops_own(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    # A memgpt turn searching recall, storing a fact and replying: with roles=["tool"] the search finds the store's
+    # result, not the results of conversation_search (the loop's own searches) or send_message (plumbing).
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("conversation_search", {"query": "Quillfeather lighthouse", "request_heartbeat": True}),
+        fa.tool("archival_memory_insert", {"content": "Quillfeather keeps the lighthouse", "request_heartbeat": True}),
+        fa.tool("send_message", {"message": "Quillfeather keeps the lighthouse, noted."}),
+    )
+    async with Client(build(s), cache=None) as c:
+        await chat(c, "Quillfeather keeps the lighthouse on Skerry Rock.")
+        said = []
+        for query in ("Quillfeather lighthouse Skerry Rock", "status OK message", "Sent message successfully"):
+            hits = _found(await c.call_tool("conversation_search", {"query": query, "roles": ["tool"], "limit": 20}))
+            assert all(h["role"] == "tool" for h in hits)
+            said += [json.loads(h["content"])["message"] for h in hits]
+        assert said and all('"chunks": 1' in m for m in said), said  # archival_memory_insert's result, found
+
+
+def test_rows_logged_before_the_rule_are_left_out_by_their_payload(mem: Memory) -> None:  # noqa: F811
+    # Rows as the agent loop stored them before: an answer calling conversation_search with its text, the search's
+    # result and a send_message result. Their payloads say what they are, so searches leave them out, and so do a
+    # hit's linked turns; a real tool result and the user's words stay found.
+    agent = mem.ensure_agent("default")
+    call = {"kind": "assistant", "tool_calls": [{"id": "c1", "name": "conversation_search", "input": {"query": "x"}}]}
+    rows = [
+        ("user", "Where does Quillfeather keep the lantern oil?", {"kind": "user"}),
+        ("assistant", "Searching for Quillfeather lantern oil.", call),
+        ("tool", '{"status": "OK", "message": "Quillfeather lantern oil: shed"}', _result("conversation_search")),
+        ("tool", '{"status": "OK", "message": "Quillfeather lantern oil stocked"}', _result("archival_memory_search")),
+        ("tool", '{"status": "OK", "message": "Sent message successfully."}', _result("send_message")),
+        ("assistant", "Quillfeather keeps the lantern oil in the shed.", {"kind": "assistant", "tool_calls": []}),
+    ]
+    mem.archive.log_messages(agent.id, [{"role": r, "content": c, "payload": json.dumps(p)} for r, c, p in rows])
+    hidden = {rows[1][1], rows[2][1], rows[4][1]}
+    query = "Quillfeather lantern oil searching sent message successfully"
+    for roles in (None, ["assistant"], ["tool"], ["user", "assistant", "tool"]):
+        for links in (False, True):
+            hits = mem.archive.conversation_search(agent.id, query, roles=roles, limit=10, links=links).hits
+            contents = {h.content for h in hits}
+            assert contents and not contents & hidden, (roles, links, contents)
+    tools = mem.archive.conversation_search(agent.id, query, roles=["tool"], limit=10).hits
+    assert [h.content for h in tools] == [rows[3][1]]
+
+
+def _result(tool: str) -> dict[str, object]:
+    return {"kind": "tool_result", "tool_call_id": "c1", "name": tool, "is_error": False}
+
+
+async def test_searches_without_roles_read_user_and_assistant_turns(settings: Settings) -> None:
+    # Letta's conversation_search takes user, assistant and tool; the loop's summaries (role system) stand for turns
+    # recall keeps whole, so a search without roles reads the turns, and roles=["system"] still finds a summary.
+    from .conftest import serve_in_process
+
+    summary = "Summary of the evicted turns: Quillfeather moved the lantern oil to the boathouse."
+    rows = [("user", "Quillfeather moved the lantern oil to the boathouse."), ("system", summary)]
+    query = {"query": "Quillfeather lantern oil boathouse summary", "limit": 10}
+    async with Client(serve_in_process(settings), cache=None) as c:
+        logged = await c.call_tool("conversation_log", {"messages": [{"role": r, "content": t} for r, t in rows]})
+        assert not logged.is_error, text_of(logged)
+        default = _found(await c.call_tool("conversation_search", query))
+        assert [h["role"] for h in default] == ["user"]
+        asked = _found(await c.call_tool("conversation_search", {**query, "roles": ["system"]}))
+        assert [h["content"] for h in asked] == [summary]
+
+
+async def test_an_answer_after_a_tool_result_is_not_found_by_the_results_words(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    # A turn is indexed for keywords with the turn before it; a tool result is no such turn: the answer after an
+    # archival search is not found by keywords for a word only the search's result held.
+    fake.add(
+        fa.tool("archival_memory_search", {"query": "lantern oil"}, say="Let me check."),
+        fa.text("It is under the tarp in the shed."),
+    )
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        stored = await c.call_tool(
+            "archival_memory_insert", {"content": "The lantern oil is under the Zanzibarine tarp."}
+        )
+        assert not stored.is_error, text_of(stored)
+        await chat(c, "Where is the lantern oil?")
+        query = {"query": "Zanzibarine", "roles": ["assistant"], "limit": 10}
+        hits = {h["content"]: h for h in _found(await c.call_tool("conversation_search", query))}
+        answer = hits.get("It is under the tarp in the shed.")
+        assert answer is None or answer["ranking"]["fts_rank"] is None, answer
+        tools = _found(await c.call_tool("conversation_search", {**query, "roles": ["tool"]}))
+        assert [h["ranking"]["fts_rank"] for h in tools] == [1]  # the result itself is found by the word
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_tool_result_gives_the_next_turn_no_keywords(mem: Memory, restarted: bool) -> None:  # noqa: F811
+    # The turn before an answer is read from the store when this process has not seen the conversation (restarted).
+    agent = mem.ensure_agent("default")
+    result = '{"status": "OK", "message": "The lantern oil is under the Zanzibarine tarp."}'
+    mem.archive.log_messages(agent.id, [{"role": "user", "content": "Where is the oil?"}])
+    mem.archive.log_messages(agent.id, [{"role": "tool", "content": result}])
+    if restarted:
+        mem.archive.forget_turns(agent.id)
+    mem.archive.log_messages(agent.id, [{"role": "assistant", "content": "Under the tarp."}])
+    mem.archive.log_messages(agent.id, [{"role": "user", "content": "Thanks, Zanzibarine it is."}])
+    hits = mem.archive.conversation_search(agent.id, "Zanzibarine", roles=["assistant", "tool"], limit=10).hits
+    assert {h.content: h.fts_rank is not None for h in hits} == {result: True, "Under the tarp.": False}

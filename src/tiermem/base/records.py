@@ -168,6 +168,7 @@ class Found:
     cosine: float | None = None
     bm25: float | None = None
     seq: int | None = None
+    payload: str | None = None  # a message's payload (JSON text: what logged it, a tool result's tool); None: none read
 
 
 @dataclass(frozen=True)

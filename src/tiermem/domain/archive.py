@@ -59,7 +59,7 @@ from .search.cjk import keyword_query, keyword_text
 from .search.kinds import KINDS, Kind, Table
 from .search.pool import Pool, pool_size, pooled
 from .search.query import Query, analyse, needs_clock, speaker_of
-from .search.ranking import Candidate, Context, merge, said, stated
+from .search.ranking import Candidate, Context, merge, said, says, stated
 from .search.sittings import SittingCache, SittingIndex, SittingRanks
 
 if TYPE_CHECKING:
@@ -99,9 +99,12 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
 
-# The roles a search without a roles filter reads: tool results are asked for by name (roles=["tool"]), as Letta's
-# conversation_search leaves them out (their {"status": "OK", ...} boilerplate would fill the results).
-SEARCHED_ROLES: tuple[str, ...] = tuple(r for r in ROLES if r != "tool")
+# The roles a search without a roles filter reads: what the user and the agent said. Tool results are asked for by
+# name (roles=["tool"]), as Letta's conversation_search leaves them out (their {"status": "OK", ...} boilerplate
+# would fill the results); so are system turns (roles=["system"]), which Letta's search does not take: the agent
+# loop's summaries of evicted turns, which recall keeps whole (found again through a summary, a turn would come back
+# twice).
+SEARCHED_ROLES: tuple[str, ...] = ("user", "assistant")
 
 
 def parse_bound(value: str | None, name: str, *, end: bool, zone: tzinfo | None = None) -> datetime | None:
@@ -186,10 +189,17 @@ def time_ago(then: datetime, reference: datetime | None = None) -> str:
 PREVIOUS_CHARS = 4000  # of the turn before a message, what its keyword text holds (the agent loop's rows run to 10M)
 
 
+def context_of(role: str, content: str) -> str:
+    """What a turn gives the next one's keyword text (``shape_message``'s ``previous``): its content, but nothing of a
+    tool result: an answer after a search is found by its own words and its question's, not by every word the
+    search returned (the result is found by those itself)."""
+    return "" if role == "tool" else content
+
+
 def shape_message(content: str, created_at: datetime, previous: str = "") -> str:
-    """The keyword-indexed text of a message: its date, its content and the turn before it (its first
-    ``PREVIOUS_CHARS`` characters: far more than a conversational turn, LoCoMo's run to a few hundred, while a tool
-    result or a long answer the agent loop stores is not indexed a second time in the next row).
+    """The keyword-indexed text of a message: its date, its content and the turn before it (``context_of``; its first
+    ``PREVIOUS_CHARS`` characters: far more than a conversational turn, LoCoMo's run to a few hundred, while a long
+    answer the agent loop stores is not indexed a second time in the next row).
 
     The vector is made from the content alone. The date lets "when" questions match, the previous
     turn gives a reply the context it answers: on the LoCoMo dev split (``python -m bench locomo``) the keyword leg
@@ -293,7 +303,7 @@ class Archive:
                 self._text(project, f"messages[{n}].project")
             key = (agent_id, conversation)
             previous = latest[key] if key in latest else self._previous_turn(agent_id, conversation)
-            latest[key] = content
+            latest[key] = context_of(role, content)
             rows.append(
                 {
                     # id and seq are only set by importers (the tool's schema has neither)
@@ -323,7 +333,7 @@ class Archive:
         key = (agent_id, conversation)
         if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
             newest = self.store.rows.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
-            self._remember_turn(key, newest["content"] if newest else "")
+            self._remember_turn(key, context_of(newest["role"], newest["content"]) if newest else "")
         return self._last_turn[key]
 
     def forget_turns(self, agent_id: str) -> None:
@@ -509,7 +519,7 @@ class Archive:
         """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's;
         ``projects``: only turns of these projects (None in it: turns of no project, shared by all); ``links``: each
         hit followed by the turns it links to (its sitting's neighbours, links made on purpose), within the token
-        budget (None: ``links_by_default``). ``roles`` None: every role but ``tool`` (``SEARCHED_ROLES``). ``zone``:
+        budget (None: ``links_by_default``). ``roles`` None: user and assistant turns (``SEARCHED_ROLES``). ``zone``:
         the agent's time zone (UTC without it): of date bounds that name none, and of the days the query's time words
         name."""
         _check_count(limit, "limit", 100)
@@ -805,13 +815,14 @@ class Archive:
             wanted = {i for ids in near.values() for i in ids} if table == "messages" else made - set(rows)
             if table == kind.table:
                 for i in wanted & pooled_rows.keys():
-                    rows[i] = _found_hit(table, pooled_rows[i])
+                    if said(pooled_rows[i]):
+                        rows[i] = _found_hit(table, pooled_rows[i])
                 wanted -= pooled_rows.keys()
             if wanted:
                 ids = tuple(sorted(wanted))
                 scope = replace(where, ids=ids) if table == kind.table else _across(where, agent_id, ids)
-                rows.update(self._linked_rows(table, scope))
-        linked = {h: [rows[i] for i in ids if i in rows and said(rows[i])] for h, ids in near.items()}
+                rows.update(self._linked_rows(table, scope, said_only=True))
+        linked = {h: [rows[i] for i in ids if i in rows] for h, ids in near.items()}
         return expand(hits, linked, self.token_budget)
 
     def find_memory(self, agent_id: str, memory_id: str, *, latest: bool = False) -> tuple[str, Hit, int | None]:
@@ -858,8 +869,15 @@ class Archive:
         found = self.memories(agent_id, [link.target for link in pairs])
         return Neighbourhood(center, table, [(link, found[link.target]) for link in pairs if link.target in found])
 
-    def _linked_rows(self, table: str, where: Filter) -> dict[str, Hit]:
-        return {r["id"]: _as_hit(table, r) for r in self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])}
+    def _linked_rows(self, table: str, where: Filter, *, said_only: bool = False) -> dict[str, Hit]:
+        """The rows of ``table`` under ``where`` as results, by id; ``said_only``: only those a search returns
+        (``ranking.said``: a message's payload read to tell the agent loop's plumbing apart)."""
+        if not said_only:
+            rows = self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])
+            return {r["id"]: _as_hit(table, r) for r in rows}
+        columns = (*RESULT_COLUMNS[table], "payload") if table == "messages" else RESULT_COLUMNS[table]
+        rows = self.store.conn.rows(table, where, columns=columns)
+        return {r["id"]: _as_hit(table, r) for r in rows if says(r["content"], r.get("role"), r.get("payload"))}
 
     def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         from .tokens import fit_to_budget

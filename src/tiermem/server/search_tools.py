@@ -141,7 +141,7 @@ async def conversation_search(
 ) -> Annotated[CallToolResult, RecallResults]:
     """Search past conversation messages (recall memory) by meaning and keywords.
 
-    Filters: roles (user/assistant/system/tool; default: all but tool), start_date/end_date as ISO 8601 or
+    Filters: roles (user/assistant/system/tool; default: user and assistant), start_date/end_date as ISO 8601 or
     YYYY-MM-DD (inclusive; a date-only end_date covers the whole day), project.
     Results: timestamp, time_ago, role, content, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.

@@ -2,8 +2,8 @@
 
 Each leg reads only what a search needs of its candidates: the id, the content (the ranker's text features),
 the creation time (its date feature), the few columns a result shows (a passage's tags; a message's role and
-conversation, and its place in the log: the ranker's neighbour features) and the leg's score; never the vector or
-the keyword text. Reading the shown columns in the legs costs nothing measurable beside the content, and saves a
+conversation, and its place in the log: the ranker's neighbour features; a message's payload, which tells the
+agent loop's own searches apart) and the leg's score; never the vector or the keyword text. Reading the shown columns in the legs costs nothing measurable beside the content, and saves a
 third query for the fused top k (``python -m bench scale --profile DIR``).
 
 Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
@@ -53,10 +53,10 @@ EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
 HIT_COLUMNS = {
-    "messages": ("role", "conversation_id", "seq"),
+    "messages": ("role", "conversation_id", "seq", "payload"),
     "passages": ("tags",),
     "file_chunks": ("tags",),
-}  # shown, or ranked (seq)
+}  # shown, or ranked (seq), or what leaves a row out of the results (a message's payload: ``ranking.said``)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 SETTLED_SECONDS = 1.0  # how long a table's version must hold before its legs try to skip the agent filter
@@ -115,6 +115,7 @@ def found_in(data: Any) -> list[Found]:
                 cosine=None if distance is None else 1.0 - float(distance),
                 bm25=None if bm25 is None else float(bm25),
                 seq=r.get("seq"),
+                payload=r.get("payload"),
             )
         )
     return out

@@ -278,10 +278,12 @@ class Rows:
 
     @reads("the latest row")
     def newest(self, table: str, where: Filter) -> dict[str, Any] | None:
-        """The latest row matching ``where`` (by time, then sequence): its content, created_us and seq."""
+        """The latest row matching ``where`` (by time, then sequence): its content, created_us and seq (a message's
+        role too)."""
         q = self.conn.tables[table].search()
         text = compile_filter(where)
-        data = (q.where(text) if text else q).select(["content", "created_us", "seq"]).limit(None).to_list()
+        cols = ["content", "created_us", "seq", *(["role"] if table == "messages" else [])]
+        data = (q.where(text) if text else q).select(cols).limit(None).to_list()
         return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
 
     @reads("turns")

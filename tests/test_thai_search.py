@@ -1,18 +1,23 @@
 """Thai, Lao, Burmese and Khmer words are found by keywords, as Chinese ones are: those scripts write no space between
 words either, so their runs are written as overlapping bigrams of letters (each with the vowel signs on it) in the
-keyword text and the query (``domain/search/cjk.py``)."""
+keyword text and the query (``domain/search/cjk.py``); ``doctor`` names and ``optimize`` writes anew the rows stored
+without them, whatever the store's mark says."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
 
+import pytest
+
 from tiermem.base.config import Settings
 from tiermem.base.records import KEYWORD_LINE
+from tiermem.domain import maintenance
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.domain.search import cjk
 from tiermem.domain.search.query import terms
+from tiermem.store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION
 
 FACTS = [
     "ฉันแพ้ถั่วลิสง",  # I am allergic to peanuts
@@ -87,3 +92,52 @@ def test_the_classes_of_letters_marks_and_punctuation_follow_unicode() -> None:
                 continue
             assert (run.match(c) is not None) == (kind in "LMN"), f"U+{ord(c):04X}"
             assert (letters.match(c) is not None) == (kind in "LN"), f"U+{ord(c):04X}"
+
+
+def _as_stored_before(memory: Memory, keyword: dict[str, str]) -> None:
+    """Write the passages' keyword texts as an earlier tiermem stored them (``keyword``: content -> keyword text)."""
+    store = memory.archive.store
+    rows = store.rows.select("passages", None, limit=100)
+    for r in rows:
+        r["text"] = keyword.get(r["content"], r["text"])
+    store.rows.upsert_rows("passages", "id", rows)
+
+
+def test_doctor_names_and_optimize_regrams_rows_an_older_tiermem_stored_in_a_marked_store(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store carries the mark of the current keyword text (a new store, or one ``optimize`` regrammed), and an
+    older tiermem then stores rows: a Chinese one without bigrams, a Thai one (no tiermem before wrote Thai bigrams),
+    a Chinese and Thai one with the Chinese bigrams alone. ``doctor`` names them and ``optimize`` writes them anew;
+    a row whose keyword text is as it should be is not named (one of such characters only past ``MAX_CHARS``, one
+    of a stray tone mark alone, English)."""
+    memory = open_memory(settings.model_copy(update={"max_content_chars": 2 * cjk.MAX_CHARS}))
+    agent = memory.ensure_agent("default").id
+    mixed = "我对花生过敏 ฉันแพ้ถั่วลิสง"
+    old = {
+        "我最喜欢的水果是榴莲": "我最喜欢的水果是榴莲",
+        "รถของฉันเป็นรถโตโยต้าสีขาว": "รถของฉันเป็นรถโตโยต้าสีขาว",
+        mixed: f"{mixed}{KEYWORD_LINE}我对 对花 花生 生过 过敏 我 对 花 生 过 敏",
+    }
+    fine = ["a " * (cjk.MAX_CHARS // 2) + "我对花生过敏", "\u0e48", "The quarterly report is due on Friday."]
+    for text in [*old, *fine]:
+        memory.archive.insert(agent, text)
+    assert memory.archive.store.conn.meta()[KEYWORD_TEXT] == KEYWORD_TEXT_VERSION
+    assert memory.archive.rows.stale_keyword_texts() == {}
+    _as_stored_before(memory, old)
+    stale = memory.archive.rows.stale_keyword_texts()
+    assert sorted(stale) == ["passages"] and len(stale["passages"]) == 3
+    assert maintenance.doctor(settings) == 1
+    out = capsys.readouterr().out
+    assert "keyword text" in out and "passages: 3" in out and "tiermem optimize" in out
+
+    lines = maintenance.optimize(open_memory(settings))
+    assert any("passages: 3 row(s)' keyword text written anew" in line for line in lines)
+    memory = open_memory(settings)
+    assert memory.archive.rows.stale_keyword_texts() == {}
+    assert _keyword_hit(memory, agent, "โตโยต้า") == "รถของฉันเป็นรถโตโยต้าสีขาว"
+    assert _keyword_hit(memory, agent, "แพ้ถั่ว") == mixed
+    rows = memory.archive.rows.backup_rows("passages", vectors=False)
+    assert all(r["text"] == cjk.keyword_text(r["content"]) for r in rows)
+    maintenance.doctor(settings)
+    assert "keyword text" not in capsys.readouterr().out

@@ -11,8 +11,8 @@ Seconds are CPU seconds (the machine is shared) unless said.
 - ``first search``: a fresh process opens a store holding that conversation (logged with the hashing embedder, the
   full-text index brought up to date), runs one ``conversation_search`` (which builds the sittings index) and then
   a second; the first's seconds and the process's peak RSS;
-- ``doctor scan``: ``AgentRows.stale_keyword_texts`` on that store with its keyword-text mark taken off (what
-  ``doctor`` runs on a store an older tiermem made), seconds and the Python memory it peaks at;
+- ``doctor scan``: ``AgentRows.stale_keyword_texts`` on that store (what ``doctor`` and ``optimize`` run on every
+  store, whatever its keyword-text mark), seconds and the Python memory it peaks at;
 - ``long row``: ``cjk.keyword_text`` of a 1,000,000-character Chinese text (seconds, peak memory, length of the
   keyword text against the text's), and the ranker's ``features`` and the calibration's ``coverage`` of a
   candidate of that length.
@@ -132,16 +132,9 @@ def first_search(data_dir: Path) -> dict[str, Any]:
 def doctor_scan(data_dir: Path) -> dict[str, Any]:
     from tiermem.base.config import load_settings
     from tiermem.domain.factory import open_memory
-    from tiermem.store import KEYWORD_TEXT
 
     memory = open_memory(load_settings(data_dir=data_dir, embedding_model="hashing", optimize_every=0))
-    conn = memory.archive.store.conn
-    mark = conn.meta().get(KEYWORD_TEXT, "")
-    conn.set_meta(KEYWORD_TEXT, "")
-    try:
-        found, seconds, peak = _peak(memory.archive.rows.stale_keyword_texts)
-    finally:
-        conn.set_meta(KEYWORD_TEXT, mark)
+    found, seconds, peak = _peak(memory.archive.rows.stale_keyword_texts)
     return {
         "rows_named": sum(len(ids) for ids in found.values()),
         "seconds": round(seconds, 3),

@@ -19,7 +19,7 @@ from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
 from tiermem.domain.search import cjk, sittings
 from tiermem.domain.search.query import terms
-from tiermem.store import KEYWORD_TEXT, Filter
+from tiermem.store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, Filter
 
 FACTS = [
     "我最喜欢的水果是榴莲，但是我太太讨厌它。",
@@ -109,7 +109,7 @@ def test_doctor_names_rows_of_an_older_keyword_text_and_optimize_writes_them_ane
 
 def test_a_new_store_is_marked_and_reads_no_row_for_it(settings: Settings) -> None:
     memory = open_memory(settings)
-    assert memory.archive.store.conn.meta()[KEYWORD_TEXT] == "2"
+    assert memory.archive.store.conn.meta()[KEYWORD_TEXT] == KEYWORD_TEXT_VERSION == "3"
     assert memory.archive.rows.stale_keyword_texts() == {}
 
 
@@ -190,7 +190,7 @@ def test_doctor_asks_the_store_for_the_rows_of_an_older_keyword_text(settings: S
     for r in old:
         r["text"] = cjk.base_of(r["text"])
     store.rows.upsert_rows("passages", "id", old)
-    where = Filter(text_matches=cjk.CHARACTERS, text_lacks=KEYWORD_LINE)
+    where = Filter(lines_lacking=(cjk.MAX_CHARS, cjk.SCRIPTS))
     assert sorted(r["id"] for r in store.conn.rows("passages", where, columns=("id",))) == sorted(r["id"] for r in old)
     store.conn.set_meta(KEYWORD_TEXT, "")
     stale = memory.archive.rows.stale_keyword_texts()

@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
-from ..base.records import KEYWORD_LINE, Message, Passage
+from ..base.records import Message, Passage
 from ..store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
 from .links import Link
-from .search.cjk import CHARACTERS, base_of, keyword_text
+from .search.cjk import MAX_CHARS, SCRIPTS, base_of, keyword_text
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -214,7 +214,7 @@ class AgentRows:
         kept = [
             r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows
         ]
-        # a backup of an older store holds keyword texts without the bigrams of Chinese, Japanese or Korean words
+        # a backup of an older store holds keyword texts without the bigrams of some words (``cjk.SCRIPTS``)
         kept = [{**r, "text": keyword_text(base_of(r["text"]))} if isinstance(r.get("text"), str) else r for r in kept]
         return self.store.rows.merge_rows(_searchable(table), key, kept)
 
@@ -228,13 +228,12 @@ class AgentRows:
             self.store.rows.mark_unembedded(_searchable(table))
 
     def stale_keyword_texts(self) -> dict[str, list[str]]:
-        """The rows, by table, whose keyword text lacks the bigrams of its Chinese, Japanese or Korean words (stored
-        before tiermem wrote them); none once ``regram`` has run (the store's meta mark ``KEYWORD_TEXT``; a new store
-        carries it). While the mark is not set, the store is asked for them: the ids of the rows whose text holds such
-        a character (``cjk.CHARACTERS``) and no line of bigrams (the texts are read there, never here)."""
-        if self.store.conn.meta().get(KEYWORD_TEXT) == KEYWORD_TEXT_VERSION:
-            return {}
-        where = Filter(text_matches=CHARACTERS, text_lacks=KEYWORD_LINE)
+        """The rows, by table, whose keyword text lacks the bigrams of its words of the scripts written as bigrams
+        (``cjk.SCRIPTS``: stored by a tiermem that wrote none, or none of those scripts), by the store's own filter (ids
+        only: the texts are read there, never here): for one of the scripts, a character of it in the text's first
+        ``cjk.MAX_CHARS`` characters and none in its line of bigrams (or no line). Asked whatever the store's mark
+        (``KEYWORD_TEXT``) says: an older tiermem may write to a store after ``regram`` has marked it."""
+        where = Filter(lines_lacking=(MAX_CHARS, SCRIPTS))
         found = {}
         for table in SEARCHABLE:
             ids = [r["id"] for r in self.store.conn.rows(table, where, columns=("id",))]
@@ -244,15 +243,16 @@ class AgentRows:
 
     def regram(self) -> dict[str, int]:
         """Write the keyword text of every row ``stale_keyword_texts`` names anew (``cjk.keyword_text``; the full-text
-        index takes them in at the next upkeep), then set the store's mark; the rows written, by table. A row deleted
-        or forgotten meanwhile by another process stays so (``Rows.set_texts`` only updates)."""
+        index takes them in at the next upkeep), then set the store's mark (if not set yet); the rows written, by
+        table. A row deleted or forgotten meanwhile by another process stays so (``Rows.set_texts`` only updates)."""
         done: dict[str, int] = {}
         for table, ids in self.stale_keyword_texts().items():
             for start in range(0, len(ids), ID_BATCH):
                 n = self.store.rows.set_texts(table, ids[start : start + ID_BATCH], _regrammed)
                 if n:
                     done[table] = done.get(table, 0) + n
-        self.store.conn.set_meta(KEYWORD_TEXT, KEYWORD_TEXT_VERSION)
+        if self.store.conn.meta().get(KEYWORD_TEXT) != KEYWORD_TEXT_VERSION:
+            self.store.conn.set_meta(KEYWORD_TEXT, KEYWORD_TEXT_VERSION)
         return done
 
     def fields(self, table: str) -> list[str]:

@@ -31,7 +31,7 @@ def progress(done: int, total: int, what: str, started: float) -> None:
 
 def optimize(memory: Memory) -> list[str]:
     """``tiermem optimize``: embed rows stored without vectors, write anew the keyword texts an earlier tiermem stored
-    without Chinese, Japanese and Korean bigrams (``AgentRows.regram``), remove links to deleted memories, compact every table
+    without the bigrams of its Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer words (``AgentRows.regram``), remove links to deleted memories, compact every table
     of the recall and archival store and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
     the rows embedded are reported on stderr."""
     if any(memory.archive.vectors.missing().values()):
@@ -40,7 +40,7 @@ def optimize(memory: Memory) -> list[str]:
     lines = [f"{table}: {n} row(s) stored twice removed (files written again)" for table, n in twice.items()]
     regrams = memory.archive.rows.regram()  # before the upkeep, which folds the rows into the full-text index
     lines += [
-        f"{table}: {n} row(s)' keyword text written anew (Chinese, Japanese and Korean words as bigrams)"
+        f"{table}: {n} row(s)' keyword text written anew (words of scripts without spaces as bigrams)"
         for table, n in regrams.items()
     ]
     dangling = memory.archive.rows.remove_dangling_links()  # before the upkeep, which purges their notes
@@ -210,7 +210,8 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         check(
             "keyword text",
             False,
-            "rows stored before Chinese, Japanese and Korean words were indexed as bigrams ("
+            "rows stored before their Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer words were indexed as"
+            " bigrams ("
             + ", ".join(f"{table}: {len(ids)}" for table, ids in stale.items())
             + "): a keyword search does not find their words",
             "run `tiermem optimize` (it writes their keyword text anew)",

@@ -51,8 +51,10 @@ class Filter:
     # messages whose payload (JSON text) holds this text as JSON writes it in a string, non-ASCII escaped or not: a
     # model's own text kept there (an answer's beside its send_message reply); the caller checks the rows it gets
     payload_holds: str | None = None
-    text_matches: str | None = None  # rows whose ``text`` column matches this regular expression (``regexp_like``)
-    text_lacks: str | None = None  # rows whose ``text`` column does not hold this text
+    # rows whose keyword text lacks the bigrams it should have: (n, expressions): for one of these regular
+    # expressions, the ``text`` column's first n characters match it and its line of bigrams (from
+    # ``records.KEYWORD_LINE`` to the line's end) does not, or it has no such line (``regexp_like``, in the store)
+    lines_lacking: tuple[int, tuple[str, ...]] | None = None
     # passages with a tag holding this text, exactly (tags are joined by newlines: one holding a newline may match
     # across two tags, so a caller that needs exactness checks the rows it gets)
     tag_holds: str | None = None
@@ -83,6 +85,9 @@ def _in(values: Iterable[str]) -> str:
 
 
 _LINE = sql_str(KEYWORD_LINE)
+# A regular expression matching a keyword text's line of bigrams to what follows on it (``KEYWORD_LINE`` holds no
+# character a regular expression reads apart; the line holds no newline)
+_LINE_TO_END = KEYWORD_LINE + "[^\\n]*"
 # A row's keyword text without its line of bigrams (``records.KEYWORD_LINE``; strpos and substr count characters)
 _OWN_TEXT = f"CASE WHEN strpos(text, {_LINE}) > 0 THEN substr(text, 1, strpos(text, {_LINE}) - 1) ELSE text END"
 
@@ -151,12 +156,15 @@ def compile_filter(where: Filter | None) -> str | None:
         if not where.text_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")
         clauses.append(f"strpos(text, {sql_str(where.text_holds)}) > 0")
-    if where.text_matches is not None:
-        clauses.append(f"regexp_like(text, {sql_str(where.text_matches)})")
-    if where.text_lacks is not None:
-        if not where.text_lacks:
-            raise ValidationError("The text to look for is empty; give the text itself.")
-        clauses.append(f"strpos(text, {sql_str(where.text_lacks)}) = 0")
+    if where.lines_lacking is not None:
+        head, expressions = where.lines_lacking
+        # a text of at most n bytes is its own first n characters (substr copies every text: twice the time)
+        first = f"CASE WHEN octet_length(text) > {int(head)} THEN substr(text, 1, {int(head)}) ELSE text END"
+        lacking = [
+            f"(regexp_like({first}, {sql_str(e)}) AND NOT regexp_like(text, {sql_str(_LINE_TO_END + e)}))"
+            for e in expressions
+        ]
+        clauses.append(f"({' OR '.join(lacking)})" if lacking else "false")
     for column, held in (("tags", where.tag_holds), ("project", where.project_holds)):
         if held is not None:
             if not held:

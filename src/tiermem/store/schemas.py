@@ -15,9 +15,11 @@ log = logging.getLogger(__name__)
 # repository root or directory; no project: shared by every project).
 SCHEMA_VERSION = 2
 # The meta key recording the keyword texts' form, and its value: 2, Chinese, Japanese and Korean words also written as
-# bigrams (``domain/search/cjk.py``). A new store is created with it; an older one gets it once ``tiermem optimize``
-# has written its rows' keyword texts anew (``AgentRows.regram``). No migration: the rows are read as they are.
-KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "2"
+# bigrams (``domain/search/cjk.py``); 3, Thai, Lao, Burmese and Khmer words too. A new store is created with it; an
+# older one gets it once ``tiermem optimize`` has written its rows' keyword texts anew (``AgentRows.regram``). A record
+# only: ``doctor`` and ``optimize`` ask the store for rows of an older form whatever it says (an older tiermem may still
+# write to the store). No migration: the rows are read as they are.
+KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "3"
 PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
 
 

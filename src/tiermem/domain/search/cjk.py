@@ -1,22 +1,35 @@
-"""Chinese, Japanese and Korean text for keyword search: overlapping character bigrams.
+"""Text of the scripts written without spaces between words, for keyword search: overlapping bigrams.
 
-These scripts write words without spaces between them (Korean writes spaces, but its particles and endings are
-attached: "서울에서" is "서울" + "에서"). The full-text index splits text at spaces and punctuation (LanceDB's
-``simple`` tokenizer), so a clause of them is one token, never equal to a word asked for, and dropped when longer than
-40 characters. Without a dictionary (none is downloaded: tiermem runs offline), the standard answer is the one
-Lucene's CJK analyzer gives: each run of these characters also written as its overlapping bigrams ("特斯拉" ->
-"特斯 斯拉"), so a word of two or more characters matches wherever it occurs, whatever surrounds it.
+Chinese and Japanese write words without spaces between them, and so do Thai, Lao, Burmese and Khmer (Korean writes
+spaces, but its particles and endings are attached: "서울에서" is "서울" + "에서"). The full-text index splits text at
+spaces and punctuation (LanceDB's ``simple`` tokenizer), so a clause of them is one token, never equal to a word asked
+for, and dropped when longer than 40 characters. Without a dictionary (none is downloaded: tiermem runs offline), the
+standard answer is the one Lucene's CJK analyzer gives: each run of these characters also written as its overlapping
+bigrams ("特斯拉" -> "特斯 斯拉"), so a word of two or more characters matches wherever it occurs, whatever surrounds it.
 
-- ``keyword_text``: a row's keyword text, with the bigrams (and the single characters, so that a one-character query
-  matches too) on a last line after ``MARK``, and the letters or digits glued to those characters ("沪A12345" ->
-  "a12345"); a text without such characters is returned unchanged (English rows are stored as before).
+Thai, Lao, Burmese and Khmer write a vowel sign or a tone mark as a code point of its own after the letter it sits on.
+A unit of their bigrams is a letter with the marks after it ("ถั่ว": "ถั่" and "ว"), less the marks the index splits
+words at (neither letters nor digits to it: tone marks, Burmese's asat and virama, Khmer's coeng): "แพ้ถั่ว" ->
+"แพ พถั ถัว". Bigrams of code points would hold those marks, and the index would cut them into pieces of one letter that
+match any text of the script ("พ้ถ" -> "พ", "ถ"); of code points without them, a vowel sign would pair with the next
+letter ("ัว"). On 17 facts (ten in Thai, six in Lao, Khmer and Burmese) and 32 words asked, each form found every
+fact asked for; the other facts matched: 64 by code points, 42 by code points without those marks, 32 by units. The
+price: words that differ by a tone mark alone share their bigrams (ข่าว "news", ข้าว "rice", ขาว "white"); the vector
+leg tells them apart. A word of one unit is not written alone (Chinese characters are): it is rarely a word of its own.
+
+- ``keyword_text``: a row's keyword text, with the bigrams (and the single Chinese, Japanese or Korean characters, so
+  that a one-character query matches too) on a last line after ``MARK``, and the letters or digits glued to those
+  characters ("沪A12345" -> "a12345"); a text without such characters is returned unchanged (English rows are stored
+  as before).
 - ``keyword_query``: the keyword leg's query, the same way (bigrams only: a single character of a longer word matches
   too much).
-- ``grams``: the words ``query.terms`` counts of one such word (coverage, the sittings' BM25).
-- ``word_count``: the ranker's ``length`` feature's word count (a Chinese or Japanese character counts half a word).
-- ``base_of``: the text a keyword text was made from. A stored keyword text holding such a character (``CHARACTERS``)
-  and no line of bigrams (``records.KEYWORD_LINE``) predates this: ``tiermem doctor`` asks the store for those rows,
-  ``tiermem optimize`` writes them anew.
+- ``grams``: the words ``query.terms`` counts of one such word (coverage, the sittings' BM25); ``WORD``: a word there
+  (``re``'s ``\\w`` leaves out those scripts' marks).
+- ``word_count``: the ranker's ``length`` feature's word count (a Chinese or Japanese character counts half a word;
+  Thai, Lao, Burmese and Khmer count by spaces, as before).
+- ``base_of``: the text a keyword text was made from. A stored keyword text holding a character of one group of
+  ``SCRIPTS`` and a line of bigrams (``records.KEYWORD_LINE``) without one, or no line, predates their bigrams:
+  ``tiermem doctor`` asks the store for those rows, ``tiermem optimize`` writes them anew.
 
 Only the first ``MAX_CHARS`` characters of a text are written as bigrams, here and in ``query.terms``: a longer text's
 further words count as whole runs, as before bigrams (its keyword text would otherwise be about six times its length,
@@ -28,6 +41,7 @@ Pure functions over text; no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ...base.records import KEYWORD_LINE
 
@@ -38,62 +52,97 @@ _UNSPACED_CHARS = (
     "\uff66-\uff9f\U00020000-\U0003134f"
 )
 _CJK = _UNSPACED_CHARS + "\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f"
-CHARACTERS = f"[{_CJK}]"  # a regular expression (Python's and LanceDB's) matching one such character
+# Thai, Lao, Burmese (Myanmar) and Khmer, also written without spaces between words: their letters and digits, and
+# their combining marks (vowel signs, tone marks: code points of their own, after the letter they sit on); not their
+# punctuation (Thai "฿ ๏ ๚ ๛", Burmese "၊ ။", Khmer "។ ៕ ..."), which ends a run as a space does
+_SEA_LETTERS = (
+    "\u0e01-\u0e30\u0e32\u0e33\u0e40-\u0e46\u0e50-\u0e59\u0e81-\u0eb0\u0eb2\u0eb3\u0ebd-\u0ec6\u0ed0-\u0edf"
+    "\u1000-\u102a\u103f-\u1049\u1050-\u1055\u105a-\u105d\u1061\u1065\u1066\u106e-\u1070\u1075-\u1081\u108e"
+    "\u1090-\u1099\u1780-\u17b3\u17d7\u17dc\u17e0-\u17e9\u17f0-\u17f9"
+)
+_MARKS = (
+    "\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0ebc\u0ec8-\u0ece\u102b-\u103e\u1056-\u1059\u105e-\u1060"
+    "\u1062-\u1064\u1067-\u106d\u1071-\u1074\u1082-\u108d\u108f\u109a-\u109d\u17b4-\u17d3\u17dd"
+)
+# Of those marks, the ones the full-text index splits words at (neither letters nor digits to it: the tone marks,
+# Burmese's dot below, virama and asat, Khmer's coeng and its signs): a bigram holding one would be indexed as two
+# pieces of a letter or so each, which match any text of the script, so a bigram is written without them
+_SPLITTING = "\u0e47-\u0e4c\u0e4e\u0eba\u0ec8-\u0ecc\u1037\u1039\u103a\u17b4\u17b5\u17c9-\u17d3\u17dd"
+_SEA = _SEA_LETTERS + _MARKS
+CHARACTERS = f"[{_CJK}{_SEA}]"  # a regular expression (Python's and LanceDB's) matching one such character
+# For each group of scripts, a regular expression matching a character of it that a keyword text's line of bigrams
+# holds whenever the text does (within ``MAX_CHARS``): a row holding one and a line without one predates their bigrams
+SCRIPTS = (f"[{_CJK}]", f"[{_SEA_LETTERS}]")
 MAX_CHARS = 100_000  # the characters of a text written as bigrams (the rest: whole runs)
-_RUN = re.compile(f"[{_CJK}]+")
-_PIECES = re.compile(f"([{_CJK}]+)")
+_RUN = re.compile(CHARACTERS + "+")
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_SEA_RUN = re.compile(f"[{_SEA}]+")
+_PIECES = re.compile(f"([{_CJK}]+|[{_SEA}]+)")
+_UNIT = re.compile(f"[^{_MARKS}][{_MARKS}]*|[{_MARKS}]+")  # a letter and the marks after it (or stray marks)
+_SPLIT = re.compile(f"[{_SPLITTING}]")
 _UNSPACED = re.compile(f"[{_UNSPACED_CHARS}]")
-_WORD = re.compile(r"\w+")
+# A word: word characters, and those scripts' marks, which ``re`` does not count as word characters ("แพ้ถั่ว" would
+# be the words "แพ", "ถ" and "ว")
+WORD, WORD_START = re.compile(f"[\\w{_SEA}]+"), re.compile(f"[\\w{_SEA}]*")
 
 _LINE = KEYWORD_LINE  # the keyword text's last line of bigrams starts with it
 MARK = _LINE.strip()  # "␟": no word character, never indexed
 
 
-def has_cjk(text: str) -> bool:
-    """Whether ``text`` holds a Chinese, Japanese or Korean character."""
+def has_grams(text: str) -> bool:
+    """Whether ``text`` holds a character of those scripts (Chinese, Japanese, Korean, Thai, Lao, Burmese, Khmer)."""
     return _RUN.search(text) is not None
 
 
+def _units(run: str) -> list[str]:
+    """The units of a run of Thai, Lao, Burmese or Khmer: each letter with the marks after it, the marks the index
+    splits at left out ("แพ้ถั่ว" -> "แ พ ถั ว")."""
+    return [v for v in (_SPLIT.sub("", u) for u in _UNIT.findall(run)) if v]
+
+
 def grams(word: str, *, unigrams: bool = False) -> list[str]:
-    """The pieces of one word (a run of word characters) holding such characters: each run of them as its overlapping
-    bigrams (a run of one as itself; with ``unigrams``, every character as well), and the letters or digits glued to
-    them as they are."""
-    if len(word) > 1 and _RUN.fullmatch(word) is not None and not unigrams:  # the common case: one run alone
-        return [word[i : i + 2] for i in range(len(word) - 1)]
+    """The pieces of one word (``WORD``) holding such characters: each run of them as its overlapping bigrams (of
+    characters; of Thai, Lao, Burmese or Khmer, of ``_units``), a run of one as itself (with ``unigrams``, every
+    Chinese, Japanese or Korean character as well), and the letters or digits glued to them as they are."""
+    if len(word) > 1 and _CJK_RUN.fullmatch(word) is not None:  # the common case: one run of Chinese alone
+        pairs = [word[i : i + 2] for i in range(len(word) - 1)]
+        return pairs + list(word) if unigrams else pairs
     out: list[str] = []
     for piece in _PIECES.split(word):
         if not piece:
             continue
         if _RUN.fullmatch(piece) is None:
             out.append(piece)
-        elif len(piece) == 1:
-            out.append(piece)
+            continue
+        sea = _SEA_RUN.match(piece) is not None
+        units: Sequence[str] = _units(piece) if sea else piece
+        if len(units) == 1:
+            out.append(units[0])
         else:
-            out += [piece[i : i + 2] for i in range(len(piece) - 1)]
-            if unigrams:
-                out += list(piece)
+            out += [units[i] + units[i + 1] for i in range(len(units) - 1)]
+            if unigrams and not sea:
+                out += list(units)
     return out
 
 
 def _expanded(text: str, unigrams: bool) -> list[str]:
     """The pieces of the words of ``text``'s first ``MAX_CHARS`` characters that hold such characters."""
-    return [g for w in _WORD.findall(text[:MAX_CHARS]) if has_cjk(w) for g in grams(w, unigrams=unigrams)]
+    return [g for w in WORD.findall(text[:MAX_CHARS]) if has_grams(w) for g in grams(w, unigrams=unigrams)]
 
 
 def keyword_text(base: str) -> str:
-    """The keyword-indexed text of ``base``: ``base`` itself when its first ``MAX_CHARS`` characters hold no Chinese,
-    Japanese or Korean character; else ``base`` and a last line, after ``MARK``, of those characters' bigrams, the
-    characters and the letters or digits glued to them."""
-    if not has_cjk(base[:MAX_CHARS]):
+    """The keyword-indexed text of ``base``: ``base`` itself when its first ``MAX_CHARS`` characters hold no character
+    of those scripts; else ``base`` and a last line, after ``MARK``, of their runs' bigrams, the Chinese, Japanese and
+    Korean characters alone and the letters or digits glued to them."""
+    if not has_grams(base[:MAX_CHARS]):
         return base
     return f"{base}{_LINE}{' '.join(_expanded(base, unigrams=True))}"
 
 
 def keyword_query(text: str) -> str:
-    """The keyword leg's query for ``text``: ``text`` itself, and the bigrams of its Chinese, Japanese or Korean words
-    (a word of one character as itself) and the letters or digits glued to them (of its first ``MAX_CHARS``
-    characters)."""
-    if not has_cjk(text[:MAX_CHARS]):
+    """The keyword leg's query for ``text``: ``text`` itself, and the bigrams of its words of those scripts (a word of
+    one character or unit as itself) and the letters or digits glued to them (of its first ``MAX_CHARS`` characters)."""
+    if not has_grams(text[:MAX_CHARS]):
         return text
     return f"{text} {' '.join(_expanded(text, unigrams=False))}"
 
@@ -108,6 +157,6 @@ def word_count(text: str) -> int:
     """How many words ``text`` holds: its pieces between spaces, and half a word for each Chinese or Japanese
     character (written without spaces; about two characters a word). A text without them: ``len(text.split())``."""
     words = len(text.split())
-    if not has_cjk(text):
+    if not has_grams(text):
         return words
     return words + (len(text) - len(_UNSPACED.sub("", text))) // 2  # no list of the characters

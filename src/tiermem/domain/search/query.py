@@ -17,7 +17,6 @@ from datetime import UTC, datetime, tzinfo
 from . import cjk, timeexpr
 
 _WORD = re.compile(r"\w+")
-_WORD_START = re.compile(r"\w*")
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
 _SUBJECT = re.compile(r"^\s*(?:On [^:\n]{6,40}:\s*)?([A-Z][a-z]+)\b(?!-)")
 # A question about several things over time: the present perfect ("What books has John read?", "Where have
@@ -133,15 +132,16 @@ def subject_of(content: str) -> str | None:
 
 def terms(text: str) -> list[str]:
     """The words of ``text`` that count, in order with repeats: lower-cased, ``STOPWORDS`` left out; a word holding
-    Chinese, Japanese or Korean characters as its bigrams (``cjk.grams``: those scripts write no space between words),
-    in the first ``cjk.MAX_CHARS`` characters (and the word across them); after them every word as it is."""
+    Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer characters as its bigrams (``cjk.grams``: those scripts
+    write no space between words), in the first ``cjk.MAX_CHARS`` characters (and the word across them); after them
+    every word as it is. A word: ``cjk.WORD``."""
     head, tail = text[: cjk.MAX_CHARS], text[cjk.MAX_CHARS :]
     if tail:
-        across = _WORD_START.match(tail)  # \w*: always matches
+        across = cjk.WORD_START.match(tail)  # always matches
         cut = across.end() if across else 0
         head, tail = head + tail[:cut], tail[cut:]
-    words = (m.lower() for m in _WORD.findall(head))
-    out = [g for w in words for g in (cjk.grams(w) if cjk.has_cjk(w) else (w,)) if g not in STOPWORDS]
+    words = (m.lower() for m in cjk.WORD.findall(head))
+    out = [g for w in words for g in (cjk.grams(w) if cjk.has_grams(w) else (w,)) if g not in STOPWORDS]
     if tail:
-        out += [w for w in (m.lower() for m in _WORD.findall(tail)) if w not in STOPWORDS]
+        out += [w for w in (m.lower() for m in cjk.WORD.findall(tail)) if w not in STOPWORDS]
     return out

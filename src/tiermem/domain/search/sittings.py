@@ -33,8 +33,7 @@ from .query import STOPWORDS  # left out of the words BM25 counts
 from .ranking import SESSION_US
 
 K1, B = 1.2, 0.75
-GRAMS = 64  # Chinese, Japanese or Korean bigrams one text counts at most (``stems``)
-_WORDS = re.compile(r"\w+")
+GRAMS = 64  # bigrams (``cjk.grams``: Chinese, Thai, ... words) one text counts at most (``stems``)
 log = logging.getLogger(__name__)
 _VOWEL = re.compile(r"[aeiouy]")
 
@@ -74,9 +73,9 @@ def stems(text: str) -> list[str]:
     of at most 64 a turn: 0.85 s, 80 MB (whole runs, before bigrams: 0.4 s, 18 MB, and no Chinese query matched)."""
     out: list[str] = []
     grams: dict[str, None] = {}
-    for w in _WORDS.findall(text):
+    for w in cjk.WORD.findall(text):
         w = w.lower()
-        if not cjk.has_cjk(w):
+        if not cjk.has_grams(w):
             if w not in STOPWORDS:
                 out.append(stem(w) if len(w) > 3 else w)
         elif len(grams) < GRAMS:

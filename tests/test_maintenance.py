@@ -43,7 +43,7 @@ def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
     m.archive.embedder.wait(10)
     ids = m.archive.insert(agent, "Otters hold hands while they sleep", ["animals"])
     m.archive.log_messages(agent, [{"role": "user", "content": "I love sea otters"}])
-    refused = run(tmp_path, "blocks", "list", model="default")
+    refused = run(tmp_path, "search", "otters", "--archival", model="default")
     assert refused.returncode == 1 and "tiermem reembed" in refused.stderr and "hashing-384" in refused.stderr
     # the environment names the new model too (one that names another is refused: later commands would refuse it)
     done = run(tmp_path, "reembed", model="default", env={"TIERMEM_EMBEDDING_MODEL": "default"})
@@ -57,7 +57,9 @@ def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
     hits = m2.archive.search(agent, "which animal sleeps holding paws?", top_k=1).hits
     assert [h.id for h in hits] == ids and hits[0].vector_rank == 1
     assert m2.archive.conversation_search(agent, "otters").hits[0].content == "I love sea otters"
-    assert run(tmp_path, "blocks", "list", model="hashing").returncode == 1  # the old model is now the mismatch
+    assert (
+        run(tmp_path, "search", "otters", "--archival", model="hashing").returncode == 1
+    )  # the old model is now the mismatch
 
 
 def test_doctor_healthy_then_broken(tmp_path: Path) -> None:

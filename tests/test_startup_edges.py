@@ -89,7 +89,7 @@ def test_reembed_records_the_model_so_later_commands_use_it(tmp_path: Path) -> N
     doctor = run(tmp_path, "doctor", model=None)
     assert doctor.returncode == 0 and "embedding model hashing-384" in doctor.stdout, doctor.stdout + doctor.stderr
     # a model the configuration names explicitly still wins, and the mismatch says which setting to change
-    named = run(tmp_path, "blocks", "list", model="default")
+    named = run(tmp_path, "search", "launch", "--archival", model="default")
     assert named.returncode == 1 and "TIERMEM_EMBEDDING_MODEL" in named.stderr and "hashing-384" in named.stderr
 
 

@@ -245,6 +245,31 @@ def test_importing_again_converges(tmp_path: Path) -> None:
     assert len(exported["agents"][0]["files_agents"]) == 2
 
 
+def test_a_source_named_as_another_folders_id_is_imported_under_a_free_name(tmp_path: Path) -> None:
+    """A folder is reached by its id too: a source whose name is a folder's id here is imported as ``NAME_(1)``, as
+    one whose name a folder holds is (it was refused, naming that folder), and the folder of that id is left alone."""
+    mem = fresh(tmp_path)
+    private = mem.files.create_folder("private-plans")
+    mem.files.upload(private.id, "plan.txt", b"the plan")
+    data = sample()
+    data["sources"][0]["name"] = private.id
+    for f in data["files"]:
+        f["file_name"] = f["file_name"].replace(f"{FOLDER}/", f"{private.id}/")
+    named = tmp_path / "named.af"
+    named.write_text(json.dumps(data))
+    report = import_af(mem, named)
+    assert report["imported"] == [AGENT], report
+    assert any(
+        f"folder {private.id!r} is imported as '{private.id}_(1)' (it is the id of another folder here" in n
+        for n in report["notes"]
+    ), report["notes"]
+    assert "private-plans" not in json.dumps(report)
+    assert sorted(f.name for f in mem.files.folders()) == sorted(["private-plans", f"{private.id}_(1)"])
+    assert mem.files.folder(private.id) == private and [f.name for f in mem.files.files(private.id)] == ["plan.txt"]
+    attached = mem.files.state(mem.get_agent(AGENT).id).folders
+    assert [f["name"] for f in attached] == [f"{private.id}_(1)"]
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [

@@ -126,6 +126,25 @@ def test_doctor_finds_a_stored_file_name_holding_a_credential_and_deletes_the_fi
     assert secret_audit.scan(memory).found == []
 
 
+def test_doctor_deletes_a_file_named_with_a_credential_in_one_of_two_folders_named_alike(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two folders an older tiermem named alike: the file is deleted from its own folder, reached by its id (the
+    name, refused for being two folders', left it in place)."""
+    from dataclasses import replace
+
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    ops = memory.files.create_folder("ops")
+    memory.files.rows.put_folder(replace(ops, id="folder-ops-copy"))
+    memory.files.upload("folder-ops-copy", f"notes-{TOKEN}.md", b"plain text\n")
+    memory.files.upload(ops.id, "keep.md", b"kept\n")
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    out = capsys.readouterr().out
+    assert "deleted" in out and "NOT deleted" not in out and TOKEN not in out
+    memory = open_memory(settings)
+    assert memory.files.files("folder-ops-copy") == [] and [f.name for f in memory.files.files(ops.id)] == ["keep.md"]
+
+
 def test_uploads_and_memories_imports_say_what_they_redacted(settings: Settings, tmp_path: Path) -> None:
     source = tmp_path / "src"
     source.mkdir()

@@ -20,7 +20,7 @@ def test_folders_view_shows_a_files_status_and_the_agents_window(site: Site, bro
             [("guide.md", b"# Guide\nShip small changes, often.\n", ""), ("blob.bin", b"\x00\x01\x02\xff\xfe", "")],
         )
     click(browser, "#f-reload")
-    click(browser, '#folders tr[data-folder="handbook"]')
+    click(browser, f'#folders tr[data-folder="{memory.files.folder("handbook").id}"]')  # (a row is its folder's id)
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")) == 2)
     status = {
         tr.get_attribute("data-file"): tr.find_element(By.CSS_SELECTOR, ".status").text

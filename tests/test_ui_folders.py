@@ -8,7 +8,7 @@ Starlette's in-process client; the "host" changes memory through the same ``Memo
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from tiermem.base.config import load_settings
+from tiermem.base.errors import ValidationError
 from tiermem.domain.factory import open_memory
 from tiermem.domain.file_views import OpenRequest
 from tiermem.domain.memory import Memory
+from tiermem.ui import api
 
 PORT = 8932
 BASE = f"http://127.0.0.1:{PORT}"
@@ -160,6 +162,58 @@ def test_a_token_for_one_agent_sees_only_its_agents_folders(site: Site) -> None:
     search = site.get("folders/search", token=WORK, agent="private", q="plan")
     assert search.status_code == 403 and "may not use agent 'private'" in search.json()["error"]
     assert site.get("folders/files", token=WORK, folder="docs").status_code == 200
+
+
+def test_two_folders_an_older_tiermem_named_alike_are_each_reached_by_id_and_kept_apart(site: Site) -> None:
+    """A store an older tiermem left with two folders named ``docs`` (one attached to each agent): the inspector lists
+    both, opens each by its id, and a token for one agent sees its own alone, by name or id, and never learns of the
+    other (its id, its files)."""
+    memory = site.memory
+    mine = memory.files.folder("docs")
+    other = replace(mine, id="folder-older-copy", description="the private agent's")  # as an older tiermem stored it
+    memory.files.rows.put_folder(other)
+    memory.files.upload_many(other.id, [("private-plan.txt", b"The private plan: Lyon in June.\n", "")])
+    memory.files.attach(site.private, other.id)
+
+    listed = site.get("folders")
+    assert listed.status_code == 200, listed.text
+    assert sorted((f["id"], f["files"]) for f in listed.json()["folders"] if f["name"] == "docs") == sorted(
+        [(mine.id, 3), (other.id, 1)]
+    )
+    for folder, names in ((mine.id, {"intro.md", "code/app.py", "bin.dat"}), (other.id, {"private-plan.txt"})):
+        files = site.get("folders/files", folder=folder)
+        assert files.status_code == 200, files.text
+        assert {f["name"] for f in files.json()["files"]} == names and files.json()["folder"] == "docs"
+    text = site.get("folders/file", agent="private", folder=other.id, file="private-plan.txt")
+    assert text.status_code == 200 and "Lyon" in text.json()["text"], text.text
+    assert text.json()["view"]["name"] == "docs/private-plan.txt" and text.json()["view"]["attached"]
+    shared = site.get("folders/files", folder="docs")  # the name is refused, naming both ids (this token sees both)
+    assert shared.status_code == 400 and mine.id in shared.json()["error"] and other.id in shared.json()["error"]
+
+    seen = site.get("folders", token=WORK)
+    assert seen.status_code == 200, seen.text
+    assert [(f["id"], f["files"]) for f in seen.json()["folders"]] == [(mine.id, 3)]
+    assert other.id not in seen.text
+    for folder in ("docs", mine.id):  # its own folder, by name (the only one it sees) or by id
+        files = site.get("folders/files", token=WORK, folder=folder)
+        assert files.status_code == 200, files.text
+        assert {f["name"] for f in files.json()["files"]} == {"intro.md", "code/app.py", "bin.dat"}
+        assert other.id not in files.text
+        text = site.get("folders/file", token=WORK, agent="work", folder=folder, file="intro.md")
+        assert text.status_code == 200 and "quick brown fox" in text.json()["text"], text.text
+    hidden = site.get("folders/files", token=WORK, folder=other.id)
+    assert hidden.status_code == 404 and "private-plan" not in hidden.text
+    plan = site.get("folders/file", token=WORK, agent="work", folder="docs", file="private-plan.txt")
+    assert plan.status_code == 404 and "Lyon" not in plan.text and other.id not in plan.text
+
+    # a token for both agents is refused the name, naming the two it sees and not a third one's folder of that name
+    third = replace(mine, id="folder-third-copy")
+    memory.files.rows.put_folder(third)
+    memory.files.attach(memory.ensure_agent("guest").id, third.id)
+    with pytest.raises(ValidationError) as refused:
+        api.folder_files(memory, "docs", ["work", "private"])
+    assert mine.id in str(refused.value) and other.id in str(refused.value) and third.id not in str(refused.value)
+    assert "2 folders are named 'docs'" in str(refused.value)
 
 
 def test_the_page_has_the_folders_section(site: Site) -> None:

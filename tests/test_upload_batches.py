@@ -284,3 +284,39 @@ def test_two_folders_an_older_race_named_alike_are_reached_by_id(settings: Setti
     assert memory.files.folder("docs").id == docs.id and [f.name for f in memory.files.files("docs")] == ["a.txt"]
     with pytest.raises(NotFoundError):
         memory.files.folder("folder-second")
+
+
+def test_a_folder_is_not_named_another_folders_id(settings: Settings) -> None:
+    """A folder is reached by its id too, so a name equal to another folder's id would make that folder unreachable
+    by its id (the name matched first) or reach the wrong folder: create and rename refuse it without naming the
+    other folder (a caller may not see it), a backup restored beside it takes ``NAME_(1)`` as for a taken name, and
+    an id reaches its own folder even where an older tiermem left a folder named so."""
+    from dataclasses import replace
+
+    from tiermem.domain.archive_files import folder_row
+    from tiermem.domain.filesystem import restore_rows
+
+    memory = open_memory(settings, start_embedder=False)
+    private = memory.files.create_folder("private-plans")
+    memory.files.upload(private.id, "plan.txt", b"the plan", embed=False)
+    docs = memory.files.create_folder("docs")
+    for attempt in (
+        lambda: memory.files.create_folder(private.id),
+        lambda: memory.files.update_folder("docs", new_name=private.id),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            attempt()
+        assert str(refused.value) == (
+            f"{private.id!r} is the id of another folder (a folder is reached by its id too); choose another name."
+        )
+    assert sorted(f.name for f in memory.files.folders()) == ["docs", "private-plans"]
+    assert memory.files.rows.put_named_folder(replace(docs, name=private.id)) == private  # (the lock's own check)
+    assert memory.files.folder(private.id) == private and memory.files.folder("docs").name == "docs"
+
+    restored = replace(docs, id="folder-from-a-backup", name=private.id)
+    assert restore_rows(memory.files, "folders", [folder_row(restored)]) == 1
+    assert memory.files.rows.folder(restored.id).name == f"{private.id}_(1)"
+
+    memory.files.rows.put_folder(replace(docs, name=private.id))  # what an older tiermem let a rename do
+    assert memory.files.folder(private.id).id == private.id  # the id goes first: the folder stays reachable
+    assert [f.name for f in memory.files.files(private.id)] == ["plan.txt"]

@@ -154,13 +154,16 @@ class FileRows:
         self.store.rows.upsert_rows("folders", "id", [folder_row(folder)])
 
     def put_named_folder(self, folder: Folder) -> Folder | None:
-        """Store ``folder`` (a new one, or one renamed) unless another folder holds its name: that folder is returned
-        then, nothing written; None once stored. The name is checked and the folder written under the store's lock
-        (``CHUNKS_LOCK``), so two processes creating or renaming to one name at once make one folder of it."""
+        """Store ``folder`` (a new one, or one renamed) unless another folder holds its name, or has it as its id (a
+        folder is reached by its id too): that folder is returned then, nothing written; None once stored. The name is
+        checked and the folder written under the store's lock (``CHUNKS_LOCK``), so two processes creating or
+        renaming to one name at once make one folder of it."""
         with self.store.conn.exclusive(CHUNKS_LOCK):
             rows = self.store.conn.rows("folders", None, latest=True)  # not one read up to ``read_staleness`` ago
             named = sorted((folder_from_row(r) for r in rows), key=lambda f: (f.created_at, f.id))
-            other = next((f for f in named if f.name == folder.name and f.id != folder.id), None)
+            others = [f for f in named if f.id != folder.id]
+            other = next((f for f in others if f.name == folder.name), None)
+            other = other or next((f for f in others if f.id == folder.name), None)
             if other is not None:
                 return other
             self.put_folder(folder)

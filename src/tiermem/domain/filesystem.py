@@ -237,6 +237,14 @@ def shared_name(name: str, folders: Sequence[Folder], files: Sequence[StoredFile
     )
 
 
+def taken_name(name: str, other: Folder | None = None) -> str:
+    """Why a folder cannot be named ``name``: ``other`` holds that name, or (``other`` not holding it, or not given)
+    it is another folder's id, which reaches that folder (the folder is not named: a caller may not see it)."""
+    if other is not None and other.name == name:
+        return f"A folder named {name!r} exists already; choose another name."
+    return f"{name!r} is the id of another folder (a folder is reached by its id too); choose another name."
+
+
 def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
     name = folder.name if isinstance(folder, Folder) else folder["name"]
     return f"{name}/{file_name}"
@@ -323,21 +331,32 @@ class Filesystem:
         return list(self.rows.folders())
 
     def folder(self, name: str) -> Folder:
-        """The folder named ``name``, or whose id it is. A name is one folder's (``put_named_folder``); one that an
-        older tiermem left to several folders is refused, naming their ids, by which each is reached."""
+        """The folder whose id ``name`` is, or the folder named ``name`` (``find_folder``); ``NotFoundError`` naming
+        the folders there are when there is none."""
         if not isinstance(name, str):
             raise ValidationError("A folder is named by text, e.g. 'docs'.")
         folders = self.folders()
-        named = [f for f in folders if f.name == name]
-        if len(named) > 1:
-            raise ValidationError(shared_name(name, named, self.rows.files([f.id for f in named])))
-        found = named[0] if named else next((f for f in folders if f.id == name), None)
+        found = self.find_folder(name, folders)
         if found is None:
             known = ", ".join(repr(f.name) for f in folders) or "none yet"
             raise NotFoundError(
                 f"No folder named {name!r}. Folders: {known}. Create one with `tiermem folders create {name}`."
             )
         return found
+
+    def find_folder(self, name: str, among: Sequence[Folder]) -> Folder | None:
+        """The folder of ``among`` whose id ``name`` is, else the one named ``name``, else None. An id goes first: it
+        is one folder's, and the internal calls go by id (a name equal to another folder's id is refused since
+        2026-12, ``put_named_folder``). A name is one folder's; one that an older tiermem left to several folders of
+        ``among`` is refused (``ValidationError``), naming their ids (those of ``among`` only: a caller limited to
+        some folders never learns of the others), by which each is reached."""
+        by_id = next((f for f in among if f.id == name), None)
+        if by_id is not None:
+            return by_id
+        named = [f for f in among if f.name == name]
+        if len(named) > 1:
+            raise ValidationError(shared_name(name, named, self.rows.files([f.id for f in named])))
+        return named[0] if named else None
 
     def create_folder(
         self,
@@ -355,7 +374,7 @@ class Filesystem:
             raise ValidationError(
                 f"A folder named {folder.name!r} exists already; choose another name or upload into it."
                 if folder.name == name
-                else f"{name!r} is the id of the folder {folder.name!r}; choose another name."
+                else taken_name(name)
             )
         return folder
 
@@ -397,8 +416,9 @@ class Filesystem:
             new_name = None  # its own name: not a rename
         if new_name is not None:
             new_name = check_folder_name(new_name)
-            if self.rows.folder_named(new_name) is not None:
-                raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
+            other = self.rows.folder_named(new_name) or self.rows.folder(new_name)
+            if other is not None and other.id != folder.id:
+                raise ValidationError(taken_name(new_name, other))
         changed = replace(
             folder,
             name=new_name or folder.name,
@@ -408,8 +428,8 @@ class Filesystem:
         )
         if new_name is None:
             self.rows.put_folder(changed)
-        elif self.rows.put_named_folder(changed) is not None:  # another process took the name meanwhile
-            raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
+        elif (other := self.rows.put_named_folder(changed)) is not None:  # another process took the name meanwhile
+            raise ValidationError(taken_name(new_name, other))
         self._sync_views(changed.id)
         return changed
 

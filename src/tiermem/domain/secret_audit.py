@@ -67,8 +67,9 @@ class Audit:
     block_ids: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent id, label) -> block id, of ``blocks``
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # table -> redacted rows
     files: dict[str, str] = field(default_factory=dict)  # folder file id -> its redacted text
-    # folder file id -> (folder, file name) of a file whose name holds a credential: ``redact`` deletes it
-    named_files: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # folder file id -> (folder id, folder name, file name) of a file whose name holds a credential: ``redact``
+    # deletes it (by its folder's id: a name an older tiermem left to two folders is refused)
+    named_files: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def counts(self) -> Counter[str]:
         return Counter(kind for f in self.found for kind in f.kinds)
@@ -152,7 +153,7 @@ def scan(memory: Memory) -> Audit:
         folder = folders.get(stored.folder_id, stored.folder_id)
         shown = secrets.redact(f"{folder}/{stored.name}").text  # a name holding a credential is never echoed
         if _note(audit, "", f"file {shown} (its name)", stored.name, fixable=True):
-            audit.named_files[stored.id] = (folder, stored.name)
+            audit.named_files[stored.id] = (stored.folder_id, folder, stored.name)
         elif _note(audit, "", f"file {shown}", text, fixable=True):
             audit.files[stored.id] = secrets.redact(text).text
     return audit
@@ -232,10 +233,10 @@ def redact(memory: Memory, audit: Audit) -> Redacted:
         except TiermemError as exc:
             done.lines.append(f"file {file_id}: NOT redacted: {exc}")
             done.failed += 1
-    for file_id, (folder, name) in audit.named_files.items():
+    for file_id, (folder_id, folder, name) in audit.named_files.items():
         shown = secrets.redact(f"{folder}/{name}").text
         try:
-            memory.files.delete_files(folder, [name])
+            memory.files.delete_files(folder_id, [name])
             done.lines.append(
                 f"file {shown}: deleted (a name cannot be redacted in place: rename the source file without the "
                 "credential and upload it again)"

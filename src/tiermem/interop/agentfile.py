@@ -1242,14 +1242,14 @@ class _Target:
 
 
 def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[str]) -> _Target:
-    """The folder a source goes to (nothing is written): its name if free; the folder of that name if it is this
-    file's (from an earlier or interrupted import) or identical (description, instructions, files and texts);
-    else the first free ``NAME_(n)``."""
+    """The folder a source goes to (nothing is written): its name if free (neither a folder's name nor a folder's
+    id); the folder of that name if it is this file's (from an earlier or interrupted import) or identical
+    (description, instructions, files and texts); else the first free ``NAME_(n)``."""
     rows = memory.archive.files
     want = {f.name: (f.sha256, f.status) for f in plan.files}
     texts = (memory.scrub(plan.description), memory.scrub(plan.instructions))  # as stored: redacted
     for name in folder_names(plan.name):
-        if name in taken:
+        if name in taken or rows.folder(name) is not None:  # (another folder's id reaches that folder)
             continue
         folder_id = stable_id("folder", digest, plan.key, name)  # the same file into the same name: the same folder
         ours = {f.key: stable_id("file", folder_id, f.name) for f in plan.files}  # as an upload names them
@@ -1388,10 +1388,12 @@ def _write_folders(
             if target.mode == "same":
                 report.notes.append(f"folder {name!r} is here already with the same files ({files}); attached as it is")
             elif name != plan.name:
-                report.notes.append(
-                    f"folder {plan.name!r} is imported as {name!r} (a folder named {plan.name!r} with "
-                    f"other content exists here): {files}"
+                why = (
+                    "it is the id of another folder here, which reaches that folder"
+                    if memory.archive.files.folder(plan.name) is not None
+                    else f"a folder named {plan.name!r} with other content exists here"
                 )
+                report.notes.append(f"folder {plan.name!r} is imported as {name!r} ({why}): {files}")
             else:
                 report.notes.append(f"folder {name!r} imported: {files}")
     return written

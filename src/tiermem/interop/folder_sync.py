@@ -406,7 +406,7 @@ def upload_paths(
     memory: Memory, folder: str, paths: Sequence[Path], *, embed: bool | None = None, progress: Progress | None = None
 ) -> SyncReport:
     """Upload files and directories (walked; names relative to the directory given) into an existing folder."""
-    memory.files.folder(folder)  # a missing folder is refused before anything is read
+    found = memory.files.folder(folder)  # a missing folder is refused before anything is read
     max_bytes = memory.files.file_max_bytes
     merged = Listing(root=Path("."))
     taken: dict[str, Path] = {}
@@ -431,10 +431,10 @@ def upload_paths(
             taken[f.name] = f.path
             merged.files.append(f)
     run = _ingest(
-        memory, folder, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns(), keep_others=True
-    )
+        memory, found.id, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns(), keep_others=True
+    )  # (by id: a name an older tiermem left to two folders is refused)
     return SyncReport(
-        folder=folder,
+        folder=found.name,
         directory=memory.files.shown_name(", ".join(map(str, paths))),
         results=_by_name(run.results, merged.skipped),
         ignored=merged.ignored,
@@ -525,7 +525,7 @@ def watch(
             now = listing.signature()
             if now != last:
                 last = now  # taken before the pass: a change made while it runs is seen next round
-                on_report(sync_folder(memory, folder_name, directory, embed=embed, listing=listing))
+                on_report(sync_folder(memory, folder_id, directory, embed=embed, listing=listing))
             said = ""
         except TiermemError as exc:
             _check_still_there(memory, folder_id, folder_name, directory, exc)

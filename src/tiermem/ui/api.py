@@ -447,7 +447,7 @@ def folders(memory: Memory, agents: Collection[str] | None) -> JSON:
                 "name": f.name,
                 "description": f.description,
                 "instructions": f.instructions,
-                "files": len(memory.files.files(f.name)),
+                "files": len(memory.files.files(f.id)),  # (by id: a name an older tiermem gave two is refused)
                 "agents": shown,
                 "other_agents": len(attached) - len(shown),
                 "updated_at": f.updated_at.isoformat(),
@@ -470,15 +470,16 @@ def _visible_folders(memory: Memory, agents: Collection[str] | None) -> list[tup
 
 
 def visible_folder(memory: Memory, agents: Collection[str] | None, folder: Any) -> Folder:
-    """The folder named ``folder`` if this token may see it. A token limited to some agents gets the same 404 for a
-    folder that does not exist and for one attached to none of its agents, naming only the folders it may see (so
-    it cannot learn or probe the names of other users' folders)."""
+    """The folder whose id or name ``folder`` is if this token may see it (``Filesystem.find_folder``). A token
+    limited to some agents gets the same 404 for a folder that does not exist and for one attached to none of its
+    agents, naming only the folders it may see (so it cannot learn or probe the names of other users' folders); a
+    name two folders it may see hold (left by an older tiermem) is refused naming those two alone."""
     if agents is None or "*" in agents:
         return memory.files.folder(folder)
     if not isinstance(folder, str):
         raise ValidationError("A folder is named by text, e.g. 'docs'.")
     visible = [f for f, _ in _visible_folders(memory, agents)]
-    found = next((f for f in visible if f.name == folder), None)
+    found = memory.files.find_folder(folder, visible)
     if found is None:
         known = ", ".join(repr(f.name) for f in visible) or "none"
         shown = folder if len(folder) <= 80 else folder[:80] + "..."
@@ -492,6 +493,7 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
     """A folder's files: name, type, size, processing status (with the error of a file that failed) and chunks."""
     found = visible_folder(memory, agents, folder)
     return {
+        "id": found.id,
         "folder": found.name,
         "description": found.description,
         "files": [
@@ -505,7 +507,7 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
                 "chunks": f.chunks,
                 "updated_at": f.updated_at.isoformat(),
             }
-            for f in memory.files.files(found.name)
+            for f in memory.files.files(found.id)
         ],
     }
 
@@ -513,16 +515,16 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
 def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collection[str] | None = None) -> JSON:
     """A file's whole parsed text and what agent ``name`` sees of it: its open window (the visible text and its
     lines), "closed", or not attached (the folder is not attached to the agent, or the file is not ready)."""
-    visible_folder(memory, agents, folder)
+    where = visible_folder(memory, agents, folder)
     agent = _agent(memory, name)
-    found = next((f for f in memory.files.files(folder) if f.name == file), None)
+    found = next((f for f in memory.files.files(where.id) if f.name == file), None)
     if found is None:
-        raise NotFoundError(f"Folder {folder!r} has no file {file!r}; pick one from the folder's list.")
-    text = memory.files.text(folder, file) if found.status == "completed" else ""
+        raise NotFoundError(f"Folder {where.name!r} has no file {file!r}; pick one from the folder's list.")
+    text = memory.files.text(where.id, file) if found.status == "completed" else ""
     view = next((v for v in memory.files.state(agent.id).files if v.file_id == found.id), None)
     seen: JSON = {
         "attached": view is not None,
-        "name": view.name if view else f"{folder}/{file}",
+        "name": view.name if view else f"{where.name}/{file}",
         "is_open": bool(view and view.is_open),
     }
     if view is not None and view.is_open:
@@ -530,7 +532,7 @@ def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collect
             visible=view.visible, start_line=view.start_line, end_line=view.end_line, accessed_us=view.accessed_us
         )
     return {
-        "folder": folder,
+        "folder": where.name,
         "file": file,
         "status": found.status,
         "error": found.error,

@@ -325,23 +325,24 @@
     const data = await call("folders");
     $("folder-count").textContent = `(${data.folders.length})`;
     $("folders").tBodies[0].replaceChildren(...data.folders.map((f) => el("tr",
-      { data: { folder: f.name }, class: f.name === state.folder ? "selected" : "", tabIndex: 0,
-        on: { click: () => guarded(() => openFolder(f.name)),
-              keydown: (e) => { if (e.key === "Enter") guarded(() => openFolder(f.name)); } } },
+      { data: { folder: f.id }, class: f.id === state.folder ? "selected" : "", tabIndex: 0,
+        on: { click: () => guarded(() => openFolder(f.id)),
+              keydown: (e) => { if (e.key === "Enter") guarded(() => openFolder(f.id)); } } },
       el("td", { class: "name", textContent: f.name }), el("td", { textContent: f.description || "–" }),
       el("td", { class: "count", textContent: f.files }),
       el("td", { textContent: [...f.agents, ...(f.other_agents ? [`${f.other_agents} other(s)`] : [])].join(", ") || "none" }))));
-    if (state.folder && !data.folders.some((f) => f.name === state.folder)) {
+    if (state.folder && !data.folders.some((f) => f.id === state.folder)) {
       state.folder = state.file = null; $("folder-wrap").hidden = $("file-wrap").hidden = true;
     } else if (state.folder) await openFolder(state.folder, false);
   }
 
-  async function openFolder(name, resetFile = true) {
-    const data = await call("folders/files?" + qs({ folder: name }));
-    state.folder = name;
+  // a folder is opened by its id (a name an older tiermem left to two folders is refused)
+  async function openFolder(id, resetFile = true) {
+    const data = await call("folders/files?" + qs({ folder: id }));
+    state.folder = id;
     if (resetFile) { state.file = null; $("file-wrap").hidden = true; }
-    document.querySelectorAll("#folders tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.folder === name));
-    $("folder-name").textContent = name;
+    document.querySelectorAll("#folders tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.folder === id));
+    $("folder-name").textContent = data.folder;
     $("folder-wrap").hidden = false;
     $("files").tBodies[0].replaceChildren(...(data.files.length ? data.files.map((f) => el("tr",
       { data: { file: f.name }, class: f.name === state.file ? "selected" : "", tabIndex: 0,

@@ -103,10 +103,47 @@ def test_a_bad_static_token_is_refused_by_every_command_at_load(
     monkeypatch.delenv("TIERMEM_AUTH_TOKENS")
 
     data = tmp_path / "data"
-    doctor = tiermem(tmp_path, "doctor", "--data-dir", str(data), TIERMEM_HTTP_TOKEN="changeme")
-    assert doctor.returncode == 1, doctor.stderr
-    assert "tiermem: Invalid settings: http_token (TIERMEM_HTTP_TOKEN): the token must be a string" in doctor.stderr
+    status = tiermem(tmp_path, "stats", "--data-dir", str(data), TIERMEM_HTTP_TOKEN="changeme")
+    assert status.returncode == 1, status.stderr
+    assert "tiermem: Invalid settings: http_token (TIERMEM_HTTP_TOKEN): the token must be a string" in status.stderr
     assert not data.exists()
+
+
+def test_doctor_reports_a_bad_static_token_as_a_failed_check(tmp_path: Path) -> None:
+    """Every other command refuses a bad static token; doctor, run to find such a problem, reported nothing else:
+    it runs its checks and reports the token as a failed one (exit 1), naming the setting and its source."""
+    import json
+
+    data = tmp_path / "data"
+    assert tiermem(tmp_path, "agents", "create", "ada", "--data-dir", str(data)).returncode == 0
+    doctor = tiermem(tmp_path, "doctor", "--json", "--data-dir", str(data), TIERMEM_HTTP_TOKEN="changeme")
+    assert doctor.returncode == 1, doctor.stderr
+    checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
+    token = checks["http tokens"]
+    assert not token["ok"] and token["detail"].startswith(
+        "http_token (TIERMEM_HTTP_TOKEN): the token must be a string of at least 16 characters"
+    ), token
+    assert "changeme" not in doctor.stdout and "fix" in token
+    assert checks["schema"]["ok"] and list(checks)[0] == "http tokens"  # the store checked too
+    missing = tiermem(tmp_path, "doctor", "--data-dir", str(tmp_path / "none"), TIERMEM_HTTP_TOKEN="changeme")
+    assert missing.returncode == 1 and "http tokens" in missing.stdout and "data directory" in missing.stdout
+    good = tiermem(tmp_path, "doctor", "--json", "--data-dir", str(data), TIERMEM_HTTP_TOKEN=TOKEN)
+    assert {c["check"]: c["ok"] for c in json.loads(good.stdout)["checks"]}["http tokens"], good.stdout
+
+
+def test_an_empty_http_token_variable_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`TIERMEM_HTTP_TOKEN=${TOKEN}` in a host's config with TOKEN unset leaves it empty: that is no token (as an
+    empty path or host variable is unset), not a token too short that stopped every command, the stdio server and
+    doctor included. Empty in a config file or a flag it is refused, as an empty path is."""
+    monkeypatch.setenv("TIERMEM_HTTP_TOKEN", "")
+    assert cli_settings().http_token is None
+    monkeypatch.setenv("TIERMEM_HTTP_TOKEN", "  ")
+    assert cli_settings().http_token is None
+    with pytest.raises(ConfigError, match=r"http_token \(--token\): empty; give a value"):
+        cli_settings(http_token="")
+    data = tmp_path / "data"
+    status = tiermem(tmp_path, "agents", "create", "ada", "--data-dir", str(data), TIERMEM_HTTP_TOKEN="")
+    assert status.returncode == 0, status.stderr
 
 
 def test_serve_refuses_a_tokens_file_entry_without_agents(tmp_path: Path) -> None:

@@ -37,10 +37,11 @@ ENV_PREFIX = "TIERMEM_"
 # they are refused (flags: cli/main.py refuses an empty one).
 PATH_SETTINGS = ("config", "data_dir", "auth_tokens_file", "sync")
 # The settings that, set to nothing, would be read as something else than unset: the path settings, and `uri` (an
-# empty one is no store: factory.py tells object storage from a local directory by `uri is None`) and `host` (an
-# empty one binds every interface). Set to nothing in the environment they are unset; empty in a config file or a
-# flag they are refused.
-EMPTY_IS_UNSET = (*PATH_SETTINGS, "uri", "host")
+# empty one is no store: factory.py tells object storage from a local directory by `uri is None`), `host` (an
+# empty one binds every interface) and `http_token` (an empty one is no token: `TIERMEM_HTTP_TOKEN=${TOKEN}` in a
+# host's config with TOKEN unset stopped every command). Set to nothing in the environment they are unset; empty in a
+# config file or a flag they are refused.
+EMPTY_IS_UNSET = (*PATH_SETTINGS, "uri", "host", "http_token")
 # The flag of a setting, where it is not --<setting with dashes>
 FLAGS = {"auth_tokens_file": "--tokens-file", "http_token": "--token"}
 
@@ -270,8 +271,8 @@ class Settings(BaseSettings):
     @classmethod
     def _no_empty_path(cls, v: object, info: ValidationInfo) -> object:
         """``data_dir = ""`` in a config file would be the current directory, ``uri = ""`` no store, ``host = ""``
-        every interface: refused (leaving the key out is the default). The environment's empty ones never come here
-        (``_Environment``)."""
+        every interface, ``http_token = ""`` no token: refused (leaving the key out is the default). The
+        environment's empty ones never come here (``_Environment``)."""
         if isinstance(v, str) and not v.strip():
             what = "an empty path; give a path" if info.field_name in PATH_SETTINGS else "empty; give a value"
             raise ValueError(f"{what}, or leave the setting out for the default")
@@ -359,8 +360,8 @@ class _BadVariable(ValueError):
 
 
 class _Environment(EnvSettingsSource):
-    """The TIERMEM_* variables, as pydantic-settings reads them but for two things: a path setting (or `uri`, `host`)
-    set to nothing is unset (``EMPTY_IS_UNSET``), and a variable that cannot be decoded (JSON) is named (``_BadVariable``)."""
+    """The TIERMEM_* variables, as pydantic-settings reads them but for two things: a path setting (or `uri`, `host`,
+    `http_token`) set to nothing is unset (``EMPTY_IS_UNSET``), and a variable that cannot be decoded (JSON) is named (``_BadVariable``)."""
 
     def prepare_field_value(self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool) -> Any:
         if field_name in EMPTY_IS_UNSET and isinstance(value, str) and not value.strip():

@@ -35,7 +35,7 @@ from .suggest import path
 from .terminal import echo
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from ..base.config import SettingCheck, Settings
     from ..domain.memory import Memory
@@ -573,14 +573,15 @@ TOKEN_IN_ARGV = (
 )
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, checks: Mapping[str, SettingCheck] | None = None) -> Settings:
     """The settings of a command: its flags over the environment and the config files, checked whole (the checks
-    that need the tool registry and the domain's rules of a block too: ``SETTING_CHECKS``) before anything opens."""
+    that need the tool registry and the domain's rules of a block too: ``SETTING_CHECKS``, or ``checks``) before
+    anything opens."""
     from ..base.config import load_settings
 
     return load_settings(
         getattr(args, "config", None),
-        checks=SETTING_CHECKS,
+        checks=SETTING_CHECKS if checks is None else checks,
         data_dir=getattr(args, "data_dir", None),
         agent=getattr(args, "agent", None),
         transport=getattr(args, "transport", None),
@@ -637,10 +638,41 @@ SETTING_CHECKS: dict[str, SettingCheck] = {
 }
 
 
+# The checks `tiermem doctor` reports as a failed check rather than refusing to start: it is what one runs to find
+# such a problem, and nothing it does uses the tokens (``token_checks``)
+TOKEN_CHECKS = ("http_token", "auth_tokens")
+
+
+def token_checks(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]]:
+    """``tiermem doctor``'s check of the static HTTP tokens (``http_token``, ``auth_tokens``), as every other command
+    refuses them when it loads the settings (``SETTING_CHECKS``); none when no such token is set."""
+    from ..base.errors import ConfigError
+
+    if settings.http_token is None and not settings.auth_tokens:
+        return []
+    try:
+        settings_from(args, {name: SETTING_CHECKS[name] for name in TOKEN_CHECKS})
+    except ConfigError as exc:
+        return [
+            {
+                "check": "http tokens",
+                "ok": False,
+                "detail": str(exc).removeprefix("Invalid settings: "),
+                "fix": "change the setting named where it is set (in brackets); until then every command but doctor "
+                "refuses to start",
+            }
+        ]
+    return [
+        {"check": "http tokens", "ok": True, "detail": "the static tokens are fit (long enough, not a placeholder)"}
+    ]
+
+
 def run_command(args: argparse.Namespace) -> int:
     if args.command == "serve" and getattr(args, "http_token", None):
         log.warning(TOKEN_IN_ARGV)  # said also when the token is refused (the settings' checks)
-    settings = settings_from(args)
+    diagnosing = args.command == "doctor" and not (args.secrets or args.redact)  # a bad token: a failed check
+    unchecked = {name: check for name, check in SETTING_CHECKS.items() if name not in TOKEN_CHECKS}
+    settings = settings_from(args, unchecked if diagnosing else None)
     _check_agent_named(args, settings)
     if args.command == "serve":
         serve(settings)
@@ -662,7 +694,7 @@ def run_command(args: argparse.Namespace) -> int:
         from ..domain.maintenance import doctor
         from ..interop.auto_memory_admin import doctor_check
 
-        return doctor(settings, as_json=args.json, more=doctor_check(settings))
+        return doctor(settings, as_json=args.json, first=token_checks(args, settings), more=doctor_check(settings))
     if (args.command == "setup" and args.target == "claude-code") or (
         args.command == "config" and args.host == "claude-code"
     ):

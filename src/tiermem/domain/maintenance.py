@@ -68,12 +68,19 @@ def _model_fix(name: str, settings: Settings) -> str:
     )
 
 
-def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[str, Any]] = ()) -> int:
-    """Report on the data directory; exit 1 with fixes when something is wrong. ``more``: checks made by a layer
-    above (each ``{"check", "ok", "detail"[, "fix"]}``), reported after these."""
+def doctor(
+    settings: Settings,
+    *,
+    as_json: bool = False,
+    first: Sequence[Mapping[str, Any]] = (),
+    more: Sequence[Mapping[str, Any]] = (),
+) -> int:
+    """Report on the data directory; exit 1 with fixes when something is wrong. ``first`` and ``more``: checks made
+    by a layer above (each ``{"check", "ok", "detail"[, "fix"]}``), reported before these (``first``: of the
+    settings, reported also when the data directory cannot be checked) and after them."""
     from .factory import NEW_DATA_DIR, holds_memory, open_memory
 
-    checks: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = [dict(c) for c in first]
 
     def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
         checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})

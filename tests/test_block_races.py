@@ -169,7 +169,7 @@ def test_a_rethink_from_a_version_the_model_saw_is_refused_over_any_later_edit(
         one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: shown.version})
     shown = one.block(agent, "human")
     before_next_commit(one, lambda: other.edit(agent, "human", b.Append("job: chef")), monkeypatch)
-    with pytest.raises(ConflictError, match=r"View the block again \(memory_open with label `human`\)"):
+    with pytest.raises(ConflictError, match=r"View the block again \(with whichever you have: memory_open with label "):
         one.edit(agent, "human", b.Rethink("name: Alicia\npet: cat"), seen={shown.id: shown.version})
     assert one.block(agent, "human").value == "name: Alice\npet: cat\njob: chef"
     shown = one.block(agent, "human")

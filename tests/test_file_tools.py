@@ -326,6 +326,44 @@ async def test_a_file_subscriber_hears_only_of_its_files_changes(settings: Setti
         assert "# shipped" in (await c.read_resource(app)).contents[0].text
 
 
+async def test_a_file_subscribed_while_a_publish_is_on_its_way_hears_of_the_change_it_takes_in(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish of the files (after the client's open_files) is on its way to its look when the client subscribes
+    to docs/src/app.py and another process re-uploads that file: the look takes the new version in, and tells the
+    new subscriber now (the subscribed files are read with the look); taken for the baseline unseen, the change
+    would look unchanged at every later publish."""
+    settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 3600})
+    _prepare(settings)
+    guide, app = "memory://files/docs/guide.md", "memory://files/docs/src/app.py"
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        params = getattr(getattr(message, "root", message), "params", None)
+        if getattr(params, "uri", None):
+            received.append(str(params.uri))
+
+    other = open_memory(settings)  # another process re-uploads a file (`tiermem folders sync`)
+    server = serve_in_process(settings)
+    notifier = server.runtime.notifier
+    async with Client(server, cache=None, mode="legacy", message_handler=handler) as c:
+        for uri in ("memory://core", guide):
+            await c.subscribe_resource(uri)
+        real = notifier._files_changed
+        armed = [True]
+
+        def racing(*args: Any, **kwargs: Any) -> Any:  # in the publish's worker thread, before its look
+            if armed.pop() if armed else False:
+                anyio.from_thread.run(c.subscribe_resource, app)
+                other.files.upload("docs", "src/app.py", CODE + b"# shipped\n")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(notifier, "_files_changed", racing)
+        opened = await _call(c, "open_files", file_requests=[{"file_name": "docs/guide.md"}])
+        assert not opened.is_error and not armed
+        assert app in received and guide not in received, received  # told before the call's answer
+
+
 async def test_a_search_of_the_files_notifies_no_one(settings: Settings) -> None:
     """grep_files and semantic_search_files are reads: their touch of an open file (its access time, which only the
     choice of which file to close reads) tells no client anything, neither the caller nor, through the watch, a client

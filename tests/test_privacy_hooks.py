@@ -69,6 +69,23 @@ INJECTION = (
         ),
         ("a <private>x <system-reminder>same line</system-reminder>", f"a {PRIVATE_MARK}"),  # not a block: private
         ("a <private>x\n<b>not the host's</b>", f"a {PRIVATE_MARK}"),
+        # several closed host blocks at the end, whitespace between them: the host's
+        (
+            "a <private>x\n<bash-input>ls</bash-input>\n  <bash-stdout>a.py</bash-stdout>\n",
+            f"a {PRIVATE_MARK}\n<bash-input>ls</bash-input>\n  <bash-stdout>a.py</bash-stdout>\n",
+        ),
+        # a host tag at a line's start that is not the host's closed block at the end stays private (fail closed):
+        # unclosed, or followed by the person's text
+        (
+            "Here is my log <private>\nmy password reset answer is Fluffy\n<bash-stdout>\nssh key passphrase: "
+            "tangerine dream\nmore secrets",
+            f"Here is my log {PRIVATE_MARK}",
+        ),
+        ("a <private>x\n<bash-stdout>out</bash-stdout>\nmy pin is 4411", f"a {PRIVATE_MARK}"),
+        (  # an unclosed host tag before the host's real block: private up to that block
+            "a <private>x\n<bash-stdout>secret\n<system-reminder>r</system-reminder>",
+            f"a {PRIVATE_MARK}\n<system-reminder>r</system-reminder>",
+        ),
     ],
 )
 def test_private_spans_are_replaced_by_a_mark(text: str, kept: str) -> None:

@@ -417,6 +417,7 @@ def test_protocol_errors_over_stdio_say_what_was_wrong(tmp_path: Path) -> None:
     assert set(errors) == {1, 2, 4, 5, 6, 7, 8, 9, 11}, replies
     assert {e["code"] for i, e in errors.items() if i != 11} == {-32602} and errors[11]["code"] == -32600, replies
     assert errors[11]["message"].startswith("Invalid Request: initialize was already answered on this connection")
+    assert "(stdio: start the server again; SSE: open a new event stream; streamable HTTP:" in errors[11]["message"]
     assert replies[12]["result"] == {}
     assert "tools/list was sent before initialize" in errors[1]["message"]
     assert "params.protocolVersion: Field required" in errors[2]["message"]

@@ -1,11 +1,13 @@
 """Text a person marked private, and stored text quoted back to a model as data.
 
 ``<private>...</private>`` spans (any letter case, several, nested; an unclosed ``<private>`` runs to the end of the
-person's own text: the end of the text, or the line where a block the host appended after it starts, ``HOST_TAGS``:
-Claude Code adds ``<system-reminder>`` and the like to what a prompt holds) are what a person asked not to be remembered: ``drop_private`` puts ``PRIVATE_MARK`` in each one's place before
-a turn is logged, so the conversation still reads and nothing of the span is kept; ``without_private`` removes them
-with no mark (the text a recall searches with). ``private_parts`` and ``with_private`` take a text shown without its
-spans (a file written from a block) and an edit of it back to the text with them, the spans kept.
+person's own text: the end of the text, or the line where the blocks the host appended after it start, ``HOST_TAGS``:
+Claude Code adds ``<system-reminder>`` and the like to what a prompt holds; only closed blocks with nothing but
+whitespace after them count as the host's, anything else stays private) are what a person asked not to be remembered:
+``drop_private`` puts ``PRIVATE_MARK`` in each one's place before a turn is logged, so the conversation still reads and
+nothing of the span is kept; ``without_private`` removes them with no mark (the text a recall searches with).
+``private_parts`` and ``with_private`` take a text shown without its spans (a file written from a block) and an edit of
+it back to the text with them, the spans kept.
 
 ``neutral`` makes stored text safe to quote inside a frame of tags: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;``
 and ``&gt;``, so a stored ``</memory>`` or ``<system>`` is shown, never parsed, and cannot close the frame it is quoted
@@ -24,8 +26,9 @@ from collections.abc import Callable
 PRIVATE_MARK = "[private: not kept]"
 _TAG = re.compile(r"<\s*(/?)\s*private\b[^<>]*>", re.IGNORECASE)
 # The blocks a host appends to a person's text (Claude Code: reminders, a slash command's name and output, `!` shell
-# input and output, the editor's selection): one starting a line ends an unclosed <private> span (the host's text is
-# not the person's to hide, and its own spans are found in it as in any text).
+# input and output, the editor's selection): closed ones that start a line and run to the end of the text, with only
+# whitespace between them, end an unclosed <private> span (the host's text is not the person's to hide, and its own
+# spans are found in it as in any text); any other text after them keeps the span open (``_appended``).
 HOST_TAGS = (
     "system-reminder",
     "user-prompt-submit-hook",
@@ -42,6 +45,9 @@ HOST_TAGS = (
     "ide_diagnostics",
 )
 _HOST_BLOCK = re.compile(r"^[ \t]*<(?:" + "|".join(HOST_TAGS) + r")\b[^<>]*>", re.IGNORECASE | re.MULTILINE)
+_HOST_OPEN = re.compile(r"<(" + "|".join(HOST_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
+_HOST_CLOSE = {tag: re.compile(r"<\s*/\s*" + tag + r"\s*>", re.IGNORECASE) for tag in HOST_TAGS}
+_SPACE = re.compile(r"\s*")
 
 
 def _spans(text: str) -> list[tuple[int, int, bool]]:
@@ -60,15 +66,44 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
                 spans.append((start, tag.end(), True))
         else:  # a stray </private>
             spans.append((tag.start(), tag.end(), False))
-    if depth:  # unclosed: the rest of the person's text is private, up to a block the host appended after it
-        host = _HOST_BLOCK.search(text, start + 1)
+    if depth:  # unclosed: the rest of the person's text is private, up to the blocks the host appended after it
+        host = _appended(text, start + 1)
         if host is None:
             spans.append((start, len(text), True))
-        else:  # the line break before the host's block stays; the spans of what follows are found afresh
-            end = len(text[: host.start()].rstrip("\r\n"))
+        else:  # the line break before the host's blocks stays; the spans in them are found afresh
+            end = len(text[:host].rstrip("\r\n"))
             spans.append((start, max(end, start), True))
-            spans += [(host.start() + a, host.start() + b, p) for a, b, p in _spans(text[host.start() :])]
+            spans += [(host + a, host + b, p) for a, b, p in _spans(text[host:])]
     return spans
+
+
+def _appended(text: str, at: int) -> int | None:
+    """Where the blocks a host appended to the person's text start, at ``at`` or after: a line starting with a host
+    block (``HOST_TAGS``) from which the text to its end is closed host blocks and whitespace alone. None when there
+    is no such line: a host tag followed by anything else (its closing tag missing, the person's text after it) may be
+    the person's own, so the span it is in stays private (fail closed)."""
+    while (host := _HOST_BLOCK.search(text, at)) is not None:
+        failed = _host_tail_fails(text, host.start())
+        if failed is None:
+            return host.start()
+        at = max(failed, host.start() + 1)  # a later start inside what failed would fail there too
+    return None
+
+
+def _host_tail_fails(text: str, at: int) -> int | None:
+    """None when ``text[at:]`` is closed host blocks and whitespace alone; else where it stops being that."""
+    while True:
+        space = _SPACE.match(text, at)  # (it matches the empty text too)
+        at = space.end() if space else at
+        if at == len(text):
+            return None
+        opening = _HOST_OPEN.match(text, at)
+        if opening is None:
+            return at
+        closing = _HOST_CLOSE[opening.group(1).lower()].search(text, opening.end())
+        if closing is None:
+            return opening.end()
+        at = closing.end()
 
 
 def drop_private(text: str, mark: str = PRIVATE_MARK) -> str:

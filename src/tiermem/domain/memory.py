@@ -501,10 +501,12 @@ class Memory:
         line_numbers: bool = False,
         with_metadata: bool = True,
         context_window: int | None = None,
+        blocks: list[Block] | None = None,
     ) -> str:
-        """Core memory as Letta renders it: the blocks, the attached folders' ``<directories>`` (their default limits
-        from ``context_window``, the model's, when known), then ``<memory_metadata>``."""
-        text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
+        """Core memory as Letta renders it: the blocks (``blocks``, when the caller read them), the attached folders'
+        ``<directories>`` (their default limits from ``context_window``, the model's, when known), then
+        ``<memory_metadata>``."""
+        text = rules.render_core_memory(self.blocks(agent_id) if blocks is None else blocks, line_numbers=line_numbers)
         text += self.directories(agent_id, context_window)
         if not with_metadata:
             return text
@@ -873,8 +875,10 @@ class Memory:
     # -- recall and archival memory, as the tools ask for them -----------------------
 
     def core_memory(self, agent_id: str, *, line_numbers: bool = False) -> tuple[str, list[Block]]:
-        """Core memory rendered as in Letta (with ``<memory_metadata>``) and the blocks it shows."""
-        return self.render_core(agent_id, line_numbers=line_numbers), self.blocks(agent_id)
+        """Core memory rendered as in Letta (with ``<memory_metadata>``) and the blocks it shows (read once: the text
+        shows these very versions)."""
+        blocks = self.blocks(agent_id)
+        return self.render_core(agent_id, line_numbers=line_numbers, blocks=blocks), blocks
 
     def system_prompt(self, agent_id: str) -> str:
         """The agent's system prompt (or the default) followed by its rendered core memory."""
@@ -1274,8 +1278,10 @@ def _unseen_change(current: Block, seen: int) -> ConflictError:
     return ConflictError(
         f"No rewrite was performed: memory block with label `{current.label}` changed since you last viewed it "
         f"(version {seen} -> {current.version}), and memory_rethink replaces the whole value, which would drop that "
-        f"change. View the block again (memory_open with label `{current.label}`), then call memory_rethink with the "
-        "whole new value, keeping that change if it should stay."
+        f"change. View the block again (with whichever you have: memory_open with label `{current.label}`, "
+        f"core_memory_view, the memory tool's view of /memories/{current.label}, or the resource "
+        f"memory://blocks/{current.label}), then call memory_rethink with the whole new value, keeping that change if "
+        "it should stay."
     )
 
 

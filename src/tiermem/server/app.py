@@ -29,7 +29,7 @@ from pydantic import ValidationError as ArgumentsError
 
 from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..domain import briefing
-from ..domain.blocks import shown_label
+from ..domain.blocks import is_pinned, shown_label
 from .arguments import check_arguments, error_result, explain
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
@@ -241,6 +241,7 @@ class TiermemServer(MCPServer[Runtime]):
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
             first: TiermemError | None = None
+            since = self.runtime.sightings.mark()
             for label in labels:
                 try:
                     block = await self.runtime.read(Memory.block, label)
@@ -249,10 +250,23 @@ class TiermemServer(MCPServer[Runtime]):
                     first = first or exc
             else:
                 raise ResourceNotFoundError(str(first)) from first
+            self.runtime.sightings.saw(context, [block], since)  # the reader was shown the block whole
             contents: list[ReadResourceContents] = [
                 ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
             ]
             return contents
+        if text == CORE_URI:  # read here, not by the registered function: the reader is shown these blocks
+            from mcp.server.lowlevel.helper_types import ReadResourceContents
+
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
+            since = self.runtime.sightings.mark()
+            try:
+                body, blocks = await self.runtime.call(None, Memory.core_memory)
+            except TiermemError as exc:
+                raise ResourceError(str(exc)) from exc
+            self.runtime.sightings.saw(context, [b for b in blocks if is_pinned(b)], since)  # detached: names alone
+            return [ReadResourceContents(content=body, mime_type="text/plain")]
         if text.startswith(FILES_URI_PREFIX):
             from urllib.parse import unquote
 

@@ -84,8 +84,9 @@ async def memory_tool(
         "new_path": new_path,
     }
     rt = runtime_of(ctx)
+    since = rt.sightings.mark()
     text, data, shown = await rt.call(ctx, run_command, args)
-    rt.sightings.saw(ctx, shown)  # a file viewed is a block the model has seen (a later rethink is written from it)
+    rt.sightings.saw(ctx, shown, since)  # a file shown whole is seen by the model (a later rethink is written from it)
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
         structured_content=data.model_dump(mode="json", exclude_none=True),
@@ -135,14 +136,14 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
         label = rules.label_from_path(path)
         replace = rules.StrReplace(need("old_str"), need("new_str"), args=rules.MEMORY_TOOL_ARGS)  # "" deletes
         block = m.edit(agent_id, label, replace)
-        return block.value, file(path, block.value), []
+        return block.value, file(path, block.value), [block]
     if command == "insert":
         path = need("path")
         label = rules.label_from_path(path)
         line = args.get("insert_line")
         insert = rules.Insert(need("insert_text"), -1 if line is None else line, args=rules.MEMORY_TOOL_ARGS)
         block = m.edit(agent_id, label, insert)
-        return block.value, file(path, block.value), []
+        return block.value, file(path, block.value), [block]
     if command == "delete":
         path = need("path")
         label = rules.label_from_path(path)
@@ -179,7 +180,7 @@ def view(m: Memory, agent_id: str, path: str, view_range: list[int] | None) -> t
     blocks = m.blocks(agent_id)
     for b in blocks:
         if rel and b.label == rel:
-            return (*_view_file(path, b, view_range), [b])
+            return (*_view_file(path, b, view_range), [b] if view_range is None else [])  # a range: not the whole
     inside = [b for b in blocks if not rel or b.label.startswith(rel + "/")]
     if rel and not inside:
         files = ", ".join(f"{ROOT}/{b.label}" for b in blocks) or "none yet"

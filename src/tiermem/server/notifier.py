@@ -455,10 +455,7 @@ class Notifier:
         changed, the file tools appear or go when the first folder comes or the last goes (``tools/list_changed``),
         and each subscribed file resource whose content changed (or that came or went) was updated. Opening, closing
         or scrolling a file changes core memory, not the file's resource: its subscribers are not told."""
-        subscribed = sorted(
-            uri for uri in {*self._subscribers, *self._listened_files} if uri.startswith(FILES_URI_PREFIX)
-        )
-        attached, changed = await anyio.to_thread.run_sync(self._files_changed, subscribed)
+        attached, changed = await anyio.to_thread.run_sync(self._files_changed)
         if attached != self._had_folders and self._had_folders is not None:
             await self._publish_tools_changed(ctx)
         self._had_folders = attached
@@ -474,19 +471,22 @@ class Notifier:
         if self._file_versions is not None or self._handle is None:
             return
         try:
-            await anyio.to_thread.run_sync(functools.partial(self._files_changed, [], baseline=True))
+            await anyio.to_thread.run_sync(functools.partial(self._files_changed, baseline=True))
         except Exception as exc:  # the store failed to open: the subscription stands
             log.warning("could not read the agent's files to watch: %s", exc)
 
-    def _files_changed(self, uris: list[str], *, baseline: bool = False) -> tuple[bool, list[str]]:
-        """Whether the agent has a folder attached, and which of the file resources ``uris`` changed since the last
-        look (their file's content, or the file came or went); this look is the next one's baseline. With no
-        ``uris`` (no one subscribes to a file) no look is kept, unless ``baseline`` (a subscription is coming)."""
+    def _files_changed(self, *, baseline: bool = False) -> tuple[bool, list[str]]:
+        """Whether the agent has a folder attached, and which subscribed file resources changed since the last look
+        (their file's content, or the file came or went); this look is the next one's baseline. The subscribed URIs
+        are taken after the files are read, under the lock: a file subscribed by then is in this look, so the change
+        of it this look takes in is told now, never taken for the baseline unseen. With no file subscribed no look is
+        kept, unless ``baseline`` (a subscription is coming)."""
         if self._handle is None:
             return False, []
         with self._files_lock:
             memory, agent_id = self._handle.get()
             files = memory.files.seen(agent_id)
+            uris = self._subscribed_files()
             if not uris and not baseline:
                 self._file_versions = None  # the next subscriber to a file takes a new one
                 return bool(files.folders), []
@@ -500,6 +500,12 @@ class Notifier:
             if now.get(name) != before.get(name):
                 changed.append(uri)
         return bool(files.folders), changed
+
+    def _subscribed_files(self) -> list[str]:
+        """The file URIs subscribed to now (legacy subscriptions and listen streams). Called from a worker thread
+        while the event loop may add one: each set is copied whole first (one C-level step under the GIL)."""
+        uris = {*list(self._subscribers), *list(self._listened_files)}
+        return sorted(uri for uri in uris if uri.startswith(FILES_URI_PREFIX))
 
     def listen_files(self, uris: list[str]) -> Callable[[], None]:
         """A ``subscriptions/listen`` stream asks for these URIs: its file URIs are published at each change of the

@@ -42,7 +42,8 @@ def clear_errors() -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable
                 code=INVALID_REQUEST,
                 message="Invalid Request: initialize was already answered on this connection; the handshake happens "
                 "once per connection, and this one keeps the protocol version it agreed. To start over (another "
-                "protocol version), open a new connection: over HTTP, initialize without an Mcp-Session-Id header.",
+                "protocol version), open a new connection (stdio: start the server again; SSE: open a new event "
+                "stream; streamable HTTP: initialize without an Mcp-Session-Id header).",
                 data={"method": method},
             )
         try:

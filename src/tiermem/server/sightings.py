@@ -6,24 +6,33 @@ change without anyone being told; so the rethink is refused when the block is no
 last saw (``Memory.edit(seen=...)``, checked in the commit's compare-and-set), and the model is asked to view the
 block again.
 
-Seen is what a client's tool calls showed (``core_memory_view``, ``memory_open``, the ``memory`` tool's view of a
-file, an edit's or a revert's result: ``Sightings.saw``) and what its own calls committed (any edit tool's:
-``watching`` records the commits of the call it wraps). A client is its connection (``sdk.connection_of``) on
-protocol versions with a handshake, where one connection carries all its requests; from 2026-07-28 a request has a connection of its own and names no session,
-so the server's clients are one (a stdio server has one client anyway; on a shared HTTP server, another client's
-edit then counts as seen, another process's never). A block the client was never shown through a call (only in
-the instructions, a resource, a hook's context) has no version here: its rethink replaces the value as the server
-reads it. A call without a client is not tracked, nor one the agent loop's model makes (``agent_calls``), even
-within a client's ``agent_chat``: that model is shown core memory afresh at each step, and its edits are not the
-client's. Nothing here imports the domain
-or the store: ``tools/list`` and the handshake need none of it.
+Seen is what a client was shown whole: by its tool calls (``core_memory_view``, ``memory_open``, the ``memory``
+tool's view of a whole file or its edit's result, an edit's or a revert's result) and by the resources it read
+(``memory://core``, ``memory://blocks/<label>``): ``Sightings.saw``, with a ``mark`` taken before the read, so that a
+view answered after a parallel call's commit does not take the client's record back to the version before it. A
+commit of the client's own call counts as seen only on top of the version the client saw (``watching``): its own edit
+of what it saw, through a tool whose answer does not show the value (a multi-block ``memory_apply_patch``, the
+``memory`` tool's rename, Letta Code's ``memory`` tool); a commit on top of another writer's version shows it nothing
+of that version, and a block with no record gets none from a commit.
+
+A client is its connection (``sdk.connection_of``) on protocol versions with a handshake, where one connection
+carries all its requests; from 2026-07-28, and on stateless HTTP (``http_stateless``), a request has a connection of
+its own, so the server's clients there are one (a stdio server has one client anyway; on a shared HTTP server,
+another client's view then counts as seen, another process's edit never; replicas behind a balancer each keep their
+own record, and one that did not serve the view has none: there the rethink replaces the value as below). A block
+the client was never shown (only in the instructions or a hook's context) has no version here: its rethink replaces
+the value as the server reads it. A call without a client is not tracked, nor one the agent loop's model makes
+(``agent_calls``), even within a client's ``agent_chat``: that model is shown core memory afresh at each step, and its
+edits are not the client's. Nothing here imports the domain or the store: ``tools/list`` and the handshake need
+none of it.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -35,10 +44,8 @@ if TYPE_CHECKING:
     from ..base.records import Block
     from ..domain.memory import Change, Memory
 
-Seen = dict[str, int]  # block id -> the version the client was last shown (or committed)
-
 # the calling client's sightings, while one of its calls runs (set in the worker thread that runs it)
-_watching: ContextVar[Seen | None] = ContextVar("tiermem_seen", default=None)
+_watching: ContextVar[_Record | None] = ContextVar("tiermem_seen", default=None)
 _agent_model: ContextVar[bool] = ContextVar("tiermem_agent_model", default=False)  # set by ``agent_calls``
 
 
@@ -53,10 +60,41 @@ def agent_calls() -> Iterator[None]:
 
 
 def _heard(change: Change) -> None:
-    """A memory's listener: a block version committed by the call under way counts as seen by its client."""
-    seen = _watching.get()
-    if seen is not None and change.kind == "block_updated" and change.block_id and change.version is not None:
-        seen[change.block_id] = change.version
+    """A memory's listener: a block version committed by the call under way counts as seen by its client when it is
+    the client's own edit on top of the version it saw (the one before it); a commit on top of a version the client
+    has not seen (another writer's), or of a block it has no record of, shows it nothing of the value."""
+    record = _watching.get()
+    if record is not None and change.kind == "block_updated" and change.block_id and change.version is not None:
+        record.committed(change.block_id, change.version)
+
+
+class _Record:
+    """One client's sightings: ``versions``, the version of each block (by id) it last saw, and when each was written
+    (a tick of its ``Sightings``' clock), so that a view answered late never replaces a later sighting."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.versions: dict[str, int] = {}  # read without the lock by the commit's check (one dict.get)
+        self._written: dict[str, int] = {}
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def saw(self, block_id: str, version: int, since: int) -> None:
+        """The client was shown ``version`` of the block, read after tick ``since``. A version below the recorded one
+        replaces it only when the read began after that record was written: versions only grow, so the block went
+        back meanwhile (a backup restored with ``--replace`` rolls a block back to its earlier versions); otherwise
+        the read was answered before a later commit the record already holds (parallel calls), and is dropped."""
+        with self._lock:
+            known = self.versions.get(block_id)
+            if known is None or version >= known or since > self._written[block_id]:
+                self.versions[block_id] = version
+                self._written[block_id] = self._clock()
+
+    def committed(self, block_id: str, version: int) -> None:
+        """The client's call committed ``version``: seen when the client had seen the version before it."""
+        with self._lock:
+            if self.versions.get(block_id) == version - 1:
+                self.versions[block_id] = version
+                self._written[block_id] = self._clock()
 
 
 class _Sessionless:
@@ -64,12 +102,18 @@ class _Sessionless:
 
 
 class Sightings:
-    """The ``Seen`` of each client, dropped with its connection."""
+    """The ``_Record`` of each client, dropped with its connection."""
 
     def __init__(self) -> None:
-        self._by_client: weakref.WeakKeyDictionary[object, Seen] = weakref.WeakKeyDictionary()
+        self._by_client: weakref.WeakKeyDictionary[object, _Record] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._sessionless = _Sessionless()
+        self._ticks = itertools.count(1)
+
+    def mark(self) -> int:
+        """Now, as the sightings' clock counts: take it before a call that shows blocks, for ``saw``."""
+        with self._lock:
+            return next(self._ticks)
 
     def _client(self, ctx: Any) -> object | None:
         if ctx is None or _agent_model.get():
@@ -81,29 +125,39 @@ class Sightings:
         if getattr(session, "protocol_version", None) in MODERN:  # a connection per request: no client to tell
             return self._sessionless
         client: object = connection_of(session)
+        if not getattr(client, "has_standalone_channel", True):  # stateless HTTP: a connection per POST, as above
+            return self._sessionless
         return client
 
-    def of(self, ctx: Any) -> Seen | None:
-        """The calling client's sightings (None: a call without a client, not tracked)."""
+    def _record(self, ctx: Any) -> _Record | None:
         client = self._client(ctx)
         if client is None:
             return None
         with self._lock:
-            return self._by_client.setdefault(client, {})
+            record = self._by_client.get(client)
+            if record is None:
+                record = self._by_client[client] = _Record(self.mark)
+            return record
 
-    def saw(self, ctx: Any, blocks: Iterable[Block]) -> None:
-        """The calling client was shown ``blocks`` (as they are now)."""
-        seen = self.of(ctx)
-        if seen is not None:
+    def of(self, ctx: Any) -> Mapping[str, int] | None:
+        """The calling client's sightings, block id -> version (None: a call without a client, not tracked)."""
+        record = self._record(ctx)
+        return None if record is None else record.versions
+
+    def saw(self, ctx: Any, blocks: Iterable[Block], since: int) -> None:
+        """The calling client was shown ``blocks`` as a call read them, after ``since`` (``mark``, taken before the
+        call)."""
+        record = self._record(ctx)
+        if record is not None:
             for block in blocks:
-                seen[block.id] = block.version
+                record.saw(block.id, block.version, since)
 
     @contextmanager
     def watching(self, ctx: Any, memory: Memory) -> Iterator[None]:
-        """Within: the blocks ``memory`` commits count as seen by the calling client (run it in the thread that
-        runs the call)."""
+        """Within: the blocks ``memory`` commits on top of a version the calling client saw count as seen by it (run
+        it in the thread that runs the call)."""
         memory.subscribe(_heard)  # once per memory
-        token = _watching.set(self.of(ctx))
+        token = _watching.set(self._record(ctx))
         try:
             yield
         finally:

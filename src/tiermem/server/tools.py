@@ -185,8 +185,9 @@ async def _edit(ctx: Context[Any, Any], label: str, edit: rules.Edit) -> str:
     """``edit`` applied to the block ``label``: a ``memory_rethink`` is refused over a version the client's model has
     not seen (``sightings.py``); the block as the result shows it is seen from then on."""
     rt = runtime_of(ctx)
+    since = rt.sightings.mark()
     block = await rt.call(ctx, Memory.edit, label, edit, seen=rt.sightings.of(ctx))
-    rt.sightings.saw(ctx, [block])
+    rt.sightings.saw(ctx, [block], since)
     return block.value
 
 
@@ -285,8 +286,9 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     `line_numbers=true` prefixes each line with 'N→' to help place edits (never copy them into edits).
     """
     rt = runtime_of(ctx)
+    since = rt.sightings.mark()
     text, blocks = await rt.call(ctx, Memory.core_memory, line_numbers=line_numbers)
-    rt.sightings.saw(ctx, blocks)
+    rt.sightings.saw(ctx, blocks, since)
     data = {
         "blocks": [
             {
@@ -311,8 +313,9 @@ async def memory_open(label: str, ctx: Context[Any, Any], line_numbers: bool = F
     then edit it like any block. Labels may be paths such as 'notes/projects'.
     """
     rt = runtime_of(ctx)
+    since = rt.sightings.mark()
     block = await rt.call(ctx, Memory.open_block, label)
-    rt.sightings.saw(ctx, [block])
+    rt.sightings.saw(ctx, [block], since)
     return rules.render_block(block, line_numbers=line_numbers)
 
 
@@ -341,8 +344,9 @@ async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str
     The revert is itself a new version, so nothing is lost. Returns the block's new value.
     """
     rt = runtime_of(ctx)
+    since = rt.sightings.mark()
     block, written = await rt.call(ctx, Memory.revert_version, label, version)
-    rt.sightings.saw(ctx, [block])
+    rt.sightings.saw(ctx, [block], since)
     if written:
         return block.value
     return f"Block {label!r} already holds version {version}'s value; nothing was written. Its value:\n{block.value}"

@@ -1,0 +1,221 @@
+"""What a client's model has seen of the blocks (``server/sightings.py``), through real MCP clients of an in-process
+server over the real store, with another handle on the same store as another process: a commit that shows the
+client nothing of another writer's edit does not count as seen, its own edit on top of what it saw does; resources
+it reads count; a view answered late never takes the record back; stateless HTTP requests are one client."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.domain import blocks as b
+from tiermem.domain.memory import Memory
+from tiermem.server.sightings import Sightings
+
+from .conftest import serve_in_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+def lc_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Letta Code's dialect of the memory tools, every other tool too (as ``test_letta_memory_tool``)."""
+    monkeypatch.setenv("TIERMEM_MEMORY_TOOL_DIALECT", "letta-code")
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "mem", tools=["all"])
+
+
+async def ok(c: Client, tool: str, **args: Any) -> str:
+    r = await c.call_tool(tool, args)
+    assert not r.is_error, text_of(r)
+    return text_of(r)
+
+
+# the client's commits whose answers do not show the block's value, each on the block ``notes/a``
+LABEL = "notes/a"
+PATCH = f"*** Begin Patch\n*** Update Block: {LABEL}\n@@\n+Has a cat.\n*** End Patch"
+Commit = Callable[[Client], Awaitable[str]]
+SILENT: dict[str, Commit] = {
+    "memory tool: describe": lambda c: ok(
+        c, "memory", command="rename", path=f"/memories/{LABEL}", description="About the user"
+    ),
+    "memory_apply_patch: several blocks": lambda c: ok(c, "memory_apply_patch", label="", patch=PATCH),
+}
+LETTA_CODE: dict[str, Commit] = {
+    "Letta Code memory: str_replace": lambda c: ok(
+        c, "memory", command="str_replace", reason="r", file_path=f"{LABEL}.md", old_string="Ada", new_string="Ida"
+    ),
+    "Letta Code memory: insert": lambda c: ok(
+        c, "memory", command="insert", reason="r", file_path=f"{LABEL}.md", insert_line=1, insert_text="Has a dog."
+    ),
+}
+COMMITS = {**SILENT, **LETTA_CODE}
+
+
+def served(name: str, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Memory, str]:
+    """The server for the commit ``name``, another process's handle on its store, and the agent's id; the block
+    ``LABEL`` created by that other process (the client has not seen it)."""
+    s = lc_settings(tmp_path, monkeypatch) if name in LETTA_CODE else settings
+    server = serve_in_process(s)
+    other, agent = serve_in_process(s).runtime.handle.get()
+    other.create_block(agent, BlockSpec(label=LABEL, value="Name: Ada", description="notes"))
+    return server, other, agent
+
+
+@pytest.mark.parametrize("name", COMMITS)
+async def test_a_commit_that_shows_nothing_does_not_make_another_writers_edit_seen(
+    name: str, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client opened the block; another process appended to it; the client's edit through a tool whose answer
+    does not show the value commits the next version: the append is still unseen, so a rethink is refused."""
+    server, other, agent = served(name, settings, tmp_path, monkeypatch)
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory_open", label=LABEL)
+        other.edit(agent, LABEL, b.Append("Likes tea."))
+        await COMMITS[name](c)
+        r = await c.call_tool("memory_rethink", {"label": LABEL, "new_memory": "Name: Ada Lovelace"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        assert "Likes tea." in other.block(agent, LABEL).value
+
+
+@pytest.mark.parametrize("name", COMMITS)
+async def test_the_clients_own_commit_on_what_it_saw_counts_as_seen(
+    name: str, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client opened the block and edited it through a tool whose answer does not show the value: its own edit
+    of what it saw, so the rethink written after it goes through."""
+    server, _, _ = served(name, settings, tmp_path, monkeypatch)
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory_open", label=LABEL)
+        await COMMITS[name](c)
+        assert await ok(c, "memory_rethink", label=LABEL, new_memory="Name: Ada Lovelace") == "Name: Ada Lovelace"
+
+
+@pytest.mark.parametrize("uri", ["memory://blocks/human", "memory://core"])
+async def test_a_block_read_as_a_resource_counts_as_seen(uri: str, tmp_path: Path) -> None:
+    """A server with no view tool (``tools = ["letta"]``): the refusal names the resource to read, and reading it
+    (the block's or the whole core memory) shows the block whole, so the rethink written after it goes through."""
+    s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", tools=["letta"])
+    server = serve_in_process(s)
+    other, agent = serve_in_process(s).runtime.handle.get()
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory_insert", label="human", new_string="Name: Ada")  # its answer shows the value
+        other.edit(agent, "human", b.Append("Likes tea."))
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada Lovelace"})
+        assert r.is_error and "memory://blocks/human" in text_of(r), text_of(r)
+        read = await c.read_resource(uri)
+        assert "Likes tea." in read.contents[0].text  # type: ignore[union-attr]
+        await ok(c, "memory_rethink", label="human", new_memory="Name: Ada Lovelace\nLikes tea.")
+
+
+async def test_a_view_answered_late_does_not_take_the_record_back(memory: Memory) -> None:
+    """Parallel calls of one client: a view reads version N while an edit commits N+1, and the view's answer is
+    recorded last. The record keeps N+1 (the next rethink is not refused for a version the client already saw);
+    a view that began after the record was written and shows a lower version (a backup restored with ``--replace``
+    rolled the block back) is recorded."""
+    agent = memory.ensure_agent("default").id
+    block = memory.block(agent, "human")
+    sightings = Sightings()
+    ctx = SimpleNamespace(request_context=SimpleNamespace(session=Connection()))  # one client's requests
+    sightings.saw(ctx, [block], sightings.mark())
+    viewing = sightings.mark()  # the view starts: it reads version N
+    newer = memory.edit(agent, "human", b.Append("Likes tea."))
+    sightings.saw(ctx, [newer], sightings.mark())  # the parallel edit's answer shows version N+1
+    sightings.saw(ctx, [block], viewing)  # the view's answer, recorded last
+    assert sightings.of(ctx) == {block.id: newer.version}
+    rolled_back = replace(newer, version=block.version)  # as a rollback leaves it, read by a later view
+    sightings.saw(ctx, [rolled_back], sightings.mark())
+    assert sightings.of(ctx) == {block.id: block.version}
+
+
+class Connection:
+    """A client's connection, as the SDK's requests carry it (the calls of one client)."""
+
+
+@asynccontextmanager
+async def stateless_http(settings: Settings) -> AsyncIterator[str]:
+    """``settings``' server over stateless streamable HTTP (``http_stateless``) in this process: its URL."""
+    import uvicorn
+
+    from tiermem.server.app import build_http_app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    s = load_settings(
+        data_dir=settings.data_dir,
+        embedding_model="hashing",
+        tools=["all"],
+        transport="http",
+        port=port,
+        http_stateless=True,
+    )
+    web = uvicorn.Server(
+        uvicorn.Config(build_http_app(serve_in_process(s), s, []), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        with anyio.fail_after(30):
+            while not web.started:
+                await anyio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        web.should_exit = True
+        thread.join(10)
+
+
+async def test_stateless_http_requests_are_one_client(settings: Settings) -> None:
+    """Stateless HTTP gives each POST a connection of its own: its requests count as one client, as the sessionless
+    protocol's do, so a rethink over another process's edit made since the view is refused there too."""
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with stateless_http(settings) as url, Client(url, cache=None, mode="legacy") as c:
+        await ok(c, "memory_open", label="human")
+        other.edit(agent, "human", b.Append("Likes tea."))
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        await ok(c, "memory_open", label="human")
+        await ok(c, "memory_rethink", label="human", new_memory="Name: Ada\nLikes tea.")
+
+
+async def test_the_memory_tool_shows_a_block_whole_only_without_a_range(settings: Settings) -> None:
+    """The ``memory`` tool's view of some lines of a file does not show the block whole: a rethink after it is still
+    refused; its str_replace answers with the whole new value, which counts as seen."""
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory_insert", label="human", new_string="Name: Ada")
+        other.edit(agent, "human", b.Append("Likes tea."))
+        shown = await ok(c, "memory", command="view", path="/memories/human", view_range=[1, 1])
+        assert "Likes tea." not in shown
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada Lovelace"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        other.edit(agent, "human", b.Append("Has a cat."))
+        shown = await ok(c, "memory", command="str_replace", path="/memories/human", old_str="Ada", new_str="Ida")
+        assert "Likes tea." in shown and "Has a cat." in shown
+        await ok(c, "memory_rethink", label="human", new_memory="Name: Ida\nLikes tea.\nHas a cat.")
+
+
+async def test_memory_core_shows_a_detached_block_by_its_name_alone(settings: Settings) -> None:
+    """``memory://core`` lists a detached block (``pinned = false``) without its value: reading it does not make an
+    edit of that block seen, so a rethink from the client's older view is still refused."""
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    spec = BlockSpec(label="notes", value="Plan: ship", description="notes", metadata={"pinned": "false"})
+    other.create_block(agent, spec)
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory_open", label="notes")
+        other.edit(agent, "notes", b.Append("Secret step."))
+        read = await c.read_resource("memory://core")
+        assert "Secret step." not in read.contents[0].text  # type: ignore[union-attr]
+        r = await c.call_tool("memory_rethink", {"label": "notes", "new_memory": "Plan: ship it"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)

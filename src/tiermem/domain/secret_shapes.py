@@ -98,6 +98,39 @@ def names_a_method(value: str) -> bool:
     )
 
 
+# words describing a password in the other languages, long enough to pass for one (a plain word under 12 letters is
+# no password anyway): "erforderlich", "obbligatoria", "criptografada"; and their shorter kin
+_DESCRIBING_ABROAD = frozenset(
+    # German
+    "erforderlich notwendig obligatorisch falsch ungültig abgelaufen verschlüsselt gespeichert geschützt vergessen"
+    " richtig korrekt sicher unsicher geändert zurückgesetzt gesperrt unbekannt identisch benutzerspezifisch"
+    " individuell verschieden unterschiedlich"
+    # French
+    " obligatoire requis incorrect incorrecte invalide expiré expirée chiffré chiffrée stocké stockée protégé protégée"
+    " oublié sécurisé sécurisée différent différente identique confidentiel confidentielle personnel personnelle"
+    " facultatif optionnel modifié réinitialisé"
+    # Spanish
+    " obligatoria obligatorio incorrecta incorrecto inválida inválido caducada caducado cifrada cifrado encriptada"
+    " encriptado guardada almacenada protegida segura distinta diferente personal opcional requerida necesaria"
+    # Italian
+    " obbligatoria obbligatorio sbagliata errata scaduta cifrata criptata salvata memorizzata protetta sicura diversa"
+    " uguale personale opzionale richiesta necessaria"
+    # Portuguese
+    " obrigatória obrigatório incorreta incorreto expirada criptografada criptografado armazenada protegida"
+    " diferente pessoal necessária"
+    # Dutch
+    " verplicht onjuist ongeldig verlopen versleuteld opgeslagen beveiligd veilig persoonlijk optioneel vereist"
+    " verschillend".split()
+)
+
+
+def describes_a_password(value: str) -> bool:
+    """A value said after a password's word in another language that is a word describing it (``_DESCRIBING_ABROAD``):
+    "Das Passwort ist erforderlich", "La password è obbligatoria", "A senha é criptografada com AES-256"."""
+    words = value.split()
+    return bool(words) and words[0].strip(".,;:!?¡¿").lower() in _DESCRIBING_ABROAD
+
+
 def question(value: str) -> bool:
     """A value that asks ("vergessen?", "¿olvidaste?", "oublié ?"): a word or two and a question mark, or an opening
     "¿": a form's label ("Passwort: vergessen?"), not a password ("Geheim123?" is one: digits in it)."""
@@ -269,7 +302,9 @@ _OTHER_NUMBER = re.compile(
     r"(?i:(?:(?<![^\W\d_])(?:tickets?|tel|t[eé]l[eé]fono|t[eé]l[eé]phone|telefon|phone|ph|mobile|cell|fax|call|text"
     r"|orders?|invoices?|case|ref|reference|id|ids|no|nr|num|number|room|part|sku|po|account|acct|tracking|booking"
     r"|confirmation|serial|model|build|version|ext|issue|bug|item|code|zip|patient|member|policy|claim|batch|lot"
-    r"|pedido|factura|commande|facture|bestellung|rechnung)(?![^\W\d_])|#|n[º°])" + _BETWEEN + r")"
+    r"|pedido|factura|commande|facture|bestellung|rechnung|ll[aá]mame|llama|llamar|m[oó]vil|celular|whatsapp"
+    r"|appelez|appelle|portable|chiamami|chiama|cellulare|ligue|liga|bel|bellen|anrufen|ruf|handy)(?![^\W\d_])"
+    r"|#|n[º°])" + _BETWEEN + r")"
 )
 _SSN_CUE = re.compile(r"(?i:ssn|social\s+security)")
 

@@ -208,7 +208,7 @@ def _plugin_detectors() -> list[_Detector]:
                 pattern,
                 _KEYWORD_NEEDLES,
                 group=group,
-                check=_not_placeholder,
+                check=_not_placeholder_nor_question,
                 specific=False,
                 per_line=True,
                 names=True,
@@ -692,7 +692,7 @@ def _own_detectors() -> list[_Detector]:
             c(_ENV_NAME + r"[\"']?\s*[:=]" + _ENV_VALUE),
             _ENV_NEEDLES,
             group="value",
-            check=_not_placeholder,
+            check=_not_placeholder_nor_question,
             specific=False,
             per_line=True,
             names=True,
@@ -758,6 +758,11 @@ def _not_placeholder(value: str) -> bool:
     if v.replace(".", "").replace("-", "").replace("_", "").isdigit():  # a number: max_tokens = 100000
         return False
     return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
+
+
+def _not_placeholder_nor_question(value: str) -> bool:
+    """A value (``_not_placeholder``) that is no question: "Password: forgot?" is a form's label."""
+    return _not_placeholder(value) and not shapes.question(value)
 
 
 # A variable's name as code writes it: snake_case or camelCase starting with a lower-case letter (``api_key``,
@@ -837,9 +842,9 @@ def _said_password(value: str) -> bool:
 
 
 def _said_foreign_password(value: str) -> bool:
-    """A password said in another language (``_said_password``) that is no question: "Passwort: vergessen?" is a
-    form's label."""
-    return _said_password(value) and not shapes.question(value)
+    """A password said in another language (``_said_password``) that is no question ("Passwort: vergessen?" is a
+    form's label) nor a word describing one ("Das Passwort ist erforderlich", "A senha é criptografada")."""
+    return _said_password(value) and not shapes.question(value) and not shapes.describes_a_password(value)
 
 
 # A part of a value that is a lower-case word ("base64-encoded", "ERC20-compatible", "live_mode"): prose, not a key

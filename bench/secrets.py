@@ -7,7 +7,10 @@
   Target >= 99%.
 - ``false_positives``: the LoCoMo dev conversations' turns (``../shared/bench-data/locomo-dev.json``, only that
   file), each as the hooks would store it ("Speaker: text", plus an image's caption): the share altered by
-  ``secrets.redact``. Target <= 0.5%.
+  ``secrets.redact``. Target <= 0.5%. And ``clean_corpus`` (``bench/secrets_clean.txt``, written for this bench):
+  ordinary text next to the credential shapes, in English, French, German, Spanish, Italian, Portuguese, Dutch,
+  Japanese and Chinese (prose about passwords, Spanish "clave", forms' labels), ids, order, ticket and phone numbers,
+  code and config files with auth methods (``DB_AUTH=SCRAM_SHA_256``): the texts altered. Target 0.
 - ``cost``: ``secrets.find`` per text: LoCoMo turns, typical prompts (a paragraph, a code paste), a 100k-character
   text; p50/p95 in ms. The prompt hook's end-to-end p50 with the detector on is ``python -m bench hooks`` (the
   detector is on by default; ``TIERMEM_SECRET_SCAN=off python -m bench hooks`` for the figure without it).
@@ -255,17 +258,55 @@ def _pieces(secret: str, width: int = 12) -> list[str]:
     return [p for p in spans if "-----" not in p and not any(c.isspace() for c in p)]
 
 
+CLEAN_CORPUS = Path(__file__).with_name("secrets_clean.txt")
+
+
+def clean_texts(path: Path = CLEAN_CORPUS) -> list[tuple[str, str]]:
+    """(section, text) of the clean corpus: a "=== prose: ..." section is one text a line, a "=== file: ..." one
+    text whole (its lines up to the next section), an "=== about: ..." line is none."""
+    texts: list[tuple[str, str]] = []
+    section, kind, body = "", "", []
+
+    def flush() -> None:
+        if kind == "file" and "\n".join(body).strip():
+            texts.append((section, "\n".join(body).strip("\n") + "\n"))
+
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("=== "):
+            flush()
+            kind, _, section = line[4:].partition(": ")
+            body = []
+        elif kind == "prose" and line.strip():
+            texts.append((section, line))
+        elif kind == "file":
+            body.append(line)
+    flush()
+    return texts
+
+
 def false_positives() -> dict[str, object]:
     from tiermem.domain import secrets
 
     turns = locomo_turns()
     altered = [(t, [f.kind for f in secrets.redact(t).findings]) for t in turns if secrets.redact(t).findings]
+    clean = clean_texts()
+    changed = [(section, t, secrets.redact(t)) for section, t in clean if secrets.redact(t).text != t]
     return {
         "turns": len(turns),
         "altered": len(altered),
         "share": round(len(altered) / len(turns), 5),
         "examples": [kinds for _, kinds in altered[:5]],
         "target": "<= 0.005",
+        "clean_corpus": {
+            "texts": len(clean),
+            "lines": sum(t.count("\n") + (not t.endswith("\n")) for _, t in clean),
+            "altered": len(changed),
+            "examples": [
+                {"section": section, "text": t[:100], "kinds": [f.kind for f in r.findings]}
+                for section, t, r in changed[:10]
+            ],
+            "target": 0,
+        },
     }
 
 

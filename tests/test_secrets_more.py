@@ -29,7 +29,7 @@ CASES = [
     ("the wifi password is purple monkey dishwasher. See you at 8!", "password", "purple monkey dishwasher"),
     ("The password for the shed was Blue Kettle 42\nthanks", "password", "Blue Kettle 42"),
     ("the password is purple monkey dishwasher and the user is bob", "password", "purple monkey dishwasher"),
-    ("password is: open sesame", "password", "open sesame"),
+    ('password is: "open sesame"', "password", "open sesame"),  # after "is:" quoted (a label's one value bare)
     # 2. a password said in another language: the value after the cue
     ("mon mot de passe est Soleil2024!", "password", "Soleil2024!"),
     ("le mot de passe du wifi est « Soleil2024 »", "password", "Soleil2024"),

@@ -26,6 +26,11 @@ _NOT_PASSPHRASE = (
     " set reset changed encrypted hashed missing lost forgotten characters character chars letters letter digits"
     " digit numbers number symbols words word minimum maximum least most more less enough much many field"
     " required optional mandatory blank empty"
+    # what a password is like, where it is kept, whom it is for: "unique per user", "plain text", "environment
+    # specific", "see Bitwarden", "top secret" ("correct" is not one: "correct horse battery staple" is a passphrase,
+    # and a run saying a password is correct has another word of these or ends at "but": "is correct but ...")
+    " see per plain text unique specific user users environment environments account accounts team everyone nobody"
+    " default shared personal private public secret temporary random different valid"
 ).split()
 # the cue's verb is followed by a predicate, not a passphrase, when its first word is a participle or an adverb
 _PREDICATE = re.compile(r"\w{2,}(?:ed|ing|ly)$|(?:given|taken|known|gone|kept|left|sent|told|made|put|found)$", re.I)
@@ -46,27 +51,110 @@ PASSPHRASE = (
 PASSPHRASE_WORDS = (2, 8)
 
 
+# a participle or an adverb anywhere in a run of two or three words makes it a predicate too ("Bitwarden managed",
+# "Keychain protected", "stored encrypted"); a longer run may hold one ("tangled orbit wizard fuzzy", a diceware
+# passphrase). "-eed" is a word's own ending ("speed"), not a participle's
+_PARTICIPLE = re.compile(r"\w{3,}(?<![eE])(?:ed|ED)$|\w{3,}(?:ly|LY)$")
+_SHORT_RUN = 3
+
+
 def said_passphrase(value: str) -> bool:
     """A passphrase said after "the password is": two to eight words, none of them one that says something about a
     password (``_NOT_PASSPHRASE``), the first no participle or adverb ("is written down somewhere", "is changed
-    weekly")."""
+    weekly"), nor any of two or three ("is Bitwarden managed")."""
     words = value.split()
     return (
         PASSPHRASE_WORDS[0] <= len(words) <= PASSPHRASE_WORDS[1]
         and _PREDICATE.match(words[0]) is None
+        and not (len(words) <= _SHORT_RUN and any(_PARTICIPLE.match(w) for w in words))
         and not any(w.lower() in _NOT_PASSPHRASE_WORDS for w in words)
     )
+
+
+# -- what a password is protected by, or a question: "Le mot de passe est WPA2.", "Passwort: vergessen?" -----------
+
+# protocols, algorithms and encodings a sentence says a password is protected, hashed or sent with: no password
+# (written without "-", "." or "_", lower case)
+_METHODS = frozenset(
+    "wep wpa wpa2 wpa3 wpapsk wpa2psk md4 md5 sha sha1 sha2 sha3 sha224 sha256 sha384 sha512 sha3256 sha3512 ntlm"
+    " ntlmv2 aes aes128 aes192 aes256 des 3des rsa rsa2048 rsa4096 ecdsa ed25519 hmac hmacsha256 pbkdf2 bcrypt scrypt"
+    " argon2 argon2id argon2i yescrypt 2fa mfa otp totp hotp u2f fido2 webauthn tls ssl tls12 tls13 ssl3 https ssh"
+    " oauth oauth1 oauth2 oidc saml saml2 sso ldap ldaps kerberos sasl scram scramsha1 scramsha256 radius eap peap"
+    " utf8 utf16 utf32 ascii base32 base64 hex x509".split()
+)
+
+
+def names_a_method(value: str) -> bool:
+    """A protocol's, an algorithm's or an encoding's name (``_METHODS``): "WPA2", "SHA-256", "OAuth2", "UTF-8", or
+    one joined to a word by "-" ("2FA-geschützt", "AES-256-encrypted"), is what protects a password, not one."""
+
+    def method(part: str) -> bool:
+        return re.sub(r"[-._ ]", "", part).lower() in _METHODS
+
+    if method(value):
+        return True
+    return any(
+        method(value[:n]) and value[n + 1 :].replace("-", "").isalpha() for n, ch in enumerate(value) if ch == "-"
+    )
+
+
+# words describing a password in the other languages, long enough to pass for one (a plain word under 12 letters is
+# no password anyway): "erforderlich", "obbligatoria", "criptografada"; and their shorter kin
+_DESCRIBING_ABROAD = frozenset(
+    # German
+    "erforderlich notwendig obligatorisch falsch ungültig abgelaufen verschlüsselt gespeichert geschützt vergessen"
+    " richtig korrekt sicher unsicher geändert zurückgesetzt gesperrt unbekannt identisch benutzerspezifisch"
+    " individuell verschieden unterschiedlich"
+    # French
+    " obligatoire requis incorrect incorrecte invalide expiré expirée chiffré chiffrée stocké stockée protégé protégée"
+    " oublié sécurisé sécurisée différent différente identique confidentiel confidentielle personnel personnelle"
+    " facultatif optionnel modifié réinitialisé"
+    # Spanish
+    " obligatoria obligatorio incorrecta incorrecto inválida inválido caducada caducado cifrada cifrado encriptada"
+    " encriptado guardada almacenada protegida segura distinta diferente personal opcional requerida necesaria"
+    # Italian
+    " obbligatoria obbligatorio sbagliata errata scaduta cifrata criptata salvata memorizzata protetta sicura diversa"
+    " uguale personale opzionale richiesta necessaria"
+    # Portuguese
+    " obrigatória obrigatório incorreta incorreto expirada criptografada criptografado armazenada protegida"
+    " diferente pessoal necessária"
+    # Dutch
+    " verplicht onjuist ongeldig verlopen versleuteld opgeslagen beveiligd veilig persoonlijk optioneel vereist"
+    " verschillend".split()
+)
+
+
+def describes_a_password(value: str) -> bool:
+    """A value said after a password's word in another language that is a word describing it (``_DESCRIBING_ABROAD``):
+    "Das Passwort ist erforderlich", "La password è obbligatoria", "A senha é criptografada com AES-256"."""
+    words = value.split()
+    return bool(words) and words[0].strip(".,;:!?¡¿").lower() in _DESCRIBING_ABROAD
+
+
+def question(value: str) -> bool:
+    """A value that asks ("vergessen?", "¿olvidaste?", "oublié ?"): a word or two and a question mark, or an opening
+    "¿": a form's label ("Passwort: vergessen?"), not a password ("Geheim123?" is one: digits in it)."""
+    v = value.strip()
+    return v.startswith("\u00bf") or (v.endswith(("?", "\uff1f")) and v.rstrip("?\uff1f ").replace(" ", "").isalpha())
 
 
 # -- a password said in another language: "mon mot de passe est ...", "das Passwort ist ...", "密码是 ..." ----------
 
 # The word for a password in French, German, Spanish, Italian, Portuguese and Dutch, not glued to a letter before it
-# ("WLAN-Passwort" is one); Spanish "palabra clave" is a keyword. Each pattern here starts with a character or a set
-# of them, the regex engine's fast scan, and looks behind it for what it must not follow
+# ("WLAN-Passwort" is one). Spanish "clave" alone is a key, or the crucial thing ("la clave es la constancia", "la
+# clave de la tabla es user_id", "la clave es COVID-19"): a password when said so ("clave de acceso", "clave
+# secreta", "clave de usuario", "clave wifi") or for what has one ("la clave del wifi", "de mi cuenta"); else it is
+# a key, random-looking (``CLAVE``). Each pattern here starts with a character or a set of them, the regex engine's
+# fast scan, and looks behind it for what it must not follow
+_CLAVE_FOR = (
+    r"(?:wi-?fi|router|m[oó]dem|red|internet|correo|e-?mail|cuenta|banco|usuario|admin\w{0,8}|servidor|tarjeta"
+    r"|cajero|app|aplicaci[oó]n|celular|m[oó]vil|tel[eé]fono|computadora|ordenador|port[aá]til|pc)(?![^\W_])"
+)
 _LATIN_CUE = (
     r"[mpkcswMPKCSW](?<![^\W\d_].)(?i:(?<=m)ot\s+de\s+passe|(?<=p)asswort|(?<=k)ennwort|(?<=c)ontrase(?:ña|na)"
-    r"|(?<=c)lave(?<!palabra clave)(?<!palabras clave)(?:\s+de\s+acceso)?|(?<=p)arola\s+d['\u2019]ordine"
-    r"|(?<=s)enha|(?<=w)achtwoord)"
+    r"|(?<=c)lave(?:\s+(?:de\s+acceso|secreta|de\s+usuario|wi-?fi)(?![^\W_])"
+    r"|(?=\s+(?:del?|de\s+(?:la|mi|tu|su|nuestra))\s+" + _CLAVE_FOR + r"))"
+    r"|(?<=p)arola\s+d['\u2019]ordine|(?<=s)enha|(?<=w)achtwoord)"
 )
 # what it is for: "du wifi", "für das WLAN", "del router", "do banco", "van de server", "per il wifi"
 _LATIN_FOR = (
@@ -105,6 +193,18 @@ FOREIGN_PASSWORD = (
     + _LATIN_BARE
     + r")"
 )
+# Spanish "clave" alone: what it is, "es" or a colon, and the value (a key's rules: random-looking, 16 or more)
+CLAVE = (
+    r"[cC](?<![^\W\d_].)(?i:(?<=c)lave(?<!palabra clave)(?<!palabras clave))(?![^\W_])"
+    + _LATIN_FOR
+    + _LATIN_IS
+    + _NOT_A_CUE
+    + r"(?:"
+    + _QUOTED
+    + r"|"
+    + _LATIN_BARE
+    + r")"
+)
 # Japanese and Chinese: the word, "は"/"是"/"为" or a colon, and the value in quotes or as a run of ASCII (the
 # sentence goes on in its own script, with no space: "密码是Mima12345，记住")
 _CJK_CUE = r"(?:パスワード|暗証番号|密码|密碼|口令)"
@@ -128,11 +228,38 @@ CJK_NEEDLES = ("パスワード", "暗証番号", "密码", "密碼", "口令")
 
 # 13 to 19 digits, run together or in the groups cards are printed in (4-4-4-4[-3], Amex's 4-6-5, Diners' 4-6-4),
 # one separator throughout (a space or a dash), standing alone (no digit, dash or letter glued on, no "+" before:
-# a phone number)
-PAYMENT_CARD = (
-    r"\d(?<![\w+\-.,/]\d)(?:\d{12,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{3}([ -])\d{6}\2\d{4,5})"
+# a phone number). Ids, order and tracking numbers are runs of digits too, and one in ten of those starting with 4 to
+# 6 passes the issuers' and Luhn's checks: a run (or a grouping cards are not printed in) is a card's number after a
+# word naming one only (``card_cue``); a card's printed grouping (``PRINTED_CARD``) is one without
+PAYMENT_CARD = (  # glued to a Chinese or Japanese word too ("卡号4111...": no spaces in those scripts)
+    r"\d(?<![^\W\u3040-\u30ff\u3400-\u9fff]\d)(?<![+\-.,/]\d)(?:\d{12,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{3}([ -])\d{6}\2\d{4,5})"
+    r"(?![^\W\u3040-\u30ff\u3400-\u9fff]|-|[.,/]\d)"
+)
+PRINTED_CARD = (
+    r"\d(?<![\w+\-.,/]\d)(?:\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
     r"(?![\w\-]|[.,/]\d)"
 )
+# how far before a number its cue or label is looked for: the characters before it on its line, up to this many
+BEFORE = 60
+# a word naming a card or a payment, then up to three words (none starting with a digit) before the number: "card",
+# "my Visa is", "charge", "credit card number:", "tarjeta", "carte bancaire", "Kreditkartennummer", "カード番号",
+# "信用卡号"
+_BETWEEN = r"(?:[^\w\n]+[^\W\d]\w{0,30}){0,3}[^\w\n]*\Z"
+_CARD_CUE = re.compile(
+    r"(?i:(?<![^\W\d_])(?:cards?|cc|ccn|pan|visa|master\s?card|amex|american\s+express|discover|jcb|diners"
+    r"|maestro|union\s?pay|credit|debit|payments?|pay|paid|charged?|billing|tarjeta|carte|carta|cart[ãa]o|cb"
+    r"|[^\W\d_]*card(?:s|number|nummer|no|nr)?|[^\W\d_]*(?:karte|kaart)[^\W\d_]*)(?![^\W\d_])"
+    + _BETWEEN
+    + r"|(?:カード|卡)\w{0,4}[^\w\n]*\Z)"
+)
+
+
+def card_cue(before: str) -> bool:
+    """Whether the text before a number (up to ``BEFORE`` characters of its line) ends with a word naming a card or
+    a payment and at most three words after it."""
+    return _CARD_CUE.search(before) is not None
+
+
 # the issuers' prefixes and lengths: Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro
 _ISSUERS = (
     (re.compile(r"4"), (13, 16, 19)),
@@ -158,7 +285,8 @@ def card_number(value: str) -> bool:
     return total % 10 == 0
 
 
-# NNN-NN-NNNN standing alone; after "SSN" or "social security (number)" also with spaces or run together
+# NNN-NN-NNNN standing alone (a W-2, a form, a table write it bare) but for after another number's label: "ticket
+# 201-55-4321", "tel 555-12-3456", "order #", "case no." (``ssn_label``); after "SSN" or "social security (number)" also with spaces or run together
 SSN = r"\d(?<![\w\-.,/+]\d)\d{2}-\d{2}-\d{4}(?![\w\-]|[.,/]\d)"
 SAID_SSN = (
     r"[sS](?<![^\W\d_].)(?i:(?<=s)sn|(?<=s)ocial\s+security(?:\s+(?:number|no\.?|#))?)(?:\s+(?i:is|was))?\s*[:#]?\s*"
@@ -167,6 +295,24 @@ SAID_SSN = (
 SSN_NEEDLES = ("ssn", "social security")
 # numbers the Social Security Administration published (an advertisement's, a wallet's sample): examples, not one's
 _SSN_EXAMPLES = frozenset(("078051120", "123456789", "219099999"))
+
+
+# what numbers of that shape are besides: a label, then up to three words (none starting with a digit)
+_OTHER_NUMBER = re.compile(
+    r"(?i:(?:(?<![^\W\d_])(?:tickets?|tel|t[eé]l[eé]fono|t[eé]l[eé]phone|telefon|phone|ph|mobile|cell|fax|call|text"
+    r"|orders?|invoices?|case|ref|reference|id|ids|no|nr|num|number|room|part|sku|po|account|acct|tracking|booking"
+    r"|confirmation|serial|model|build|version|ext|issue|bug|item|code|zip|patient|member|policy|claim|batch|lot"
+    r"|pedido|factura|commande|facture|bestellung|rechnung|ll[aá]mame|llama|llamar|m[oó]vil|celular|whatsapp"
+    r"|appelez|appelle|portable|chiamami|chiama|cellulare|ligue|liga|bel|bellen|anrufen|ruf|handy)(?![^\W\d_])"
+    r"|#|n[º°])" + _BETWEEN + r")"
+)
+_SSN_CUE = re.compile(r"(?i:ssn|social\s+security)")
+
+
+def ssn_label(before: str) -> bool:
+    """Whether the text before ``NNN-NN-NNNN`` (up to ``BEFORE`` characters of its line) leaves it a social security
+    number: no other number's label ends it ("ticket", "tel", "order #", "case no."), or "SSN" is in it."""
+    return _OTHER_NUMBER.search(before) is None or _SSN_CUE.search(before) is not None
 
 
 def ssn(value: str, *, said: bool = False) -> bool:

@@ -79,6 +79,9 @@ class _Detector:
     name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
     names: bool = False  # a bare value (not in quotes) that names a secret is code or a reference (``_names_a_secret``)
     lines: bool = False  # its secret spans lines (a key block); else, in JSON text, it ends at an escaped "\n"
+    # a test of the text before the secret on its line (up to ``shapes.BEFORE`` characters): a cue it needs ("card"),
+    # or a label it must not follow ("ticket", "tel")
+    before: Callable[[str], bool] | None = None
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -205,7 +208,7 @@ def _plugin_detectors() -> list[_Detector]:
                 pattern,
                 _KEYWORD_NEEDLES,
                 group=group,
-                check=_not_placeholder,
+                check=_not_placeholder_nor_question,
                 specific=False,
                 per_line=True,
                 names=True,
@@ -333,9 +336,12 @@ _ENV_NAME = (
 # in upper case assigned by "=" (``.env``, a shell: at most one space before it, so the needles can hold the "="), or
 # in any case as a quoted key given a quoted value (``"db_pass": "..."``); a constant's name as value is no secret.
 # Assigned, a short name takes the suffixes a long one does (``DB_PASS_PROD=``, ``ADMIN_PW_2=``).
-_ENV_SHORT = r"(?:PASS(?<![A-Za-z]PASS)|PW(?<![A-Za-z]PW)|AUTH(?<![A-Za-z]AUTH))" + _ENV_SUFFIX + r" ?=(?!=)"
-_ENV_SHORT_KEY = r"(?i:pass(?<![a-z]pass)|pw(?<![a-z]pw)|auth(?<![a-z]auth))[\"']\s*:\s*([\"'])([^\"'\n]{4,})\1"
-_ENV_SHORT_NAMES = ("pass", "pw", "auth")
+# An AUTH name's value in capitals is a method's name (``SCRAM_SHA_256``, ``SASL_256``, ``LOGIN_V2``): a constant's,
+# digits last or not; a PASS or PW name's is a constant's only when it ends with a letter (``_not_constant``).
+_PASS_NAMES = r"PASS(?<![A-Za-z]PASS)|PW(?<![A-Za-z]PW)"
+_AUTH_NAMES = r"AUTH(?<![A-Za-z]AUTH)"
+_ENV_SHORT = r"(?:NAMES)" + _ENV_SUFFIX + r" ?=(?!=)"
+_ENV_SHORT_KEY = r"(?i:NAMES)[\"']\s*:\s*([\"'])([^\"'\n]{4,})\1"
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _ENV_VALUE = r"\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"
 _ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
@@ -483,7 +489,7 @@ def _own_detectors() -> list[_Detector]:
         ),
         d(  # "my passphrase is correct horse battery staple": plain words up to the sentence's or the line's end
             "password",
-            c(_PASSWORD_WORD + _FOR_WHAT + _IS + shapes.PASSPHRASE),
+            c(_PASSWORD_WORD + _FOR_WHAT + r"\s+(?i:is|was)\s+" + shapes.PASSPHRASE),  # "is:" a label's, one value
             ("pass", "pwd"),
             group=1,
             check=shapes.said_passphrase,
@@ -494,12 +500,41 @@ def _own_detectors() -> list[_Detector]:
             c(shapes.FOREIGN_PASSWORD),
             shapes.FOREIGN_NEEDLES,
             group="value",
-            check=_said_password,
+            check=_said_foreign_password,
             names=True,
         ),
-        d("password", c(shapes.CJK_PASSWORD), shapes.CJK_NEEDLES, group="value", check=_said_password),
-        d("payment card number", c(shapes.PAYMENT_CARD), (), check=shapes.card_number, probe=c(r"\d{4}[ -]?\d{4}")),
-        d("social security number", c(shapes.SSN), (), check=shapes.ssn, probe=c(r"\d-\d\d-\d")),
+        d(  # "la clave es ...": Spanish's word for a key, or the crucial thing: a key's rules
+            "secret",
+            c(shapes.CLAVE),
+            ("clave",),
+            group="value",
+            check=_said_key,
+            specific=False,
+        ),
+        d("password", c(shapes.CJK_PASSWORD), shapes.CJK_NEEDLES, group="value", check=_said_foreign_password),
+        d(
+            "payment card number",
+            c(shapes.PRINTED_CARD),
+            (),
+            check=shapes.card_number,
+            probe=c(r"\d{4}[ -]\d{4}"),
+        ),
+        d(  # a run of digits, or another grouping: after a word naming a card ("card", "visa", "charge", "tarjeta")
+            "payment card number",
+            c(shapes.PAYMENT_CARD),
+            (),
+            check=shapes.card_number,
+            probe=c(r"\d{4}[ -]?\d{4}"),
+            before=shapes.card_cue,
+        ),
+        d(
+            "social security number",
+            c(shapes.SSN),
+            (),
+            check=shapes.ssn,
+            probe=c(r"\d-\d\d-\d"),
+            before=shapes.ssn_label,
+        ),
         d(
             "social security number",
             c(shapes.SAID_SSN),
@@ -657,30 +692,30 @@ def _own_detectors() -> list[_Detector]:
             c(_ENV_NAME + r"[\"']?\s*[:=]" + _ENV_VALUE),
             _ENV_NEEDLES,
             group="value",
-            check=_not_placeholder,
+            check=_not_placeholder_nor_question,
             specific=False,
             per_line=True,
             names=True,
         ),
-        d(
-            "secret",
-            c(_ENV_SHORT + _ENV_VALUE),
-            tuple(name + end for name in _ENV_SHORT_NAMES for end in ("=", " =", "_")),
-            group="value",
-            check=_not_constant,
-            specific=False,
-            per_line=True,
-            names=True,
-        ),
-        d(
-            "secret",
-            c(_ENV_SHORT_KEY),
-            tuple(name + quote for name in _ENV_SHORT_NAMES for quote in "\"'"),
-            group=2,
-            check=_not_constant,
-            specific=False,
-            per_line=True,
-            names=True,
+        *(
+            d(
+                "secret",
+                c(pattern.replace("NAMES", names, 1)),
+                tuple(name + end for name in short for end in ends),
+                group=group,
+                check=check,
+                specific=False,
+                per_line=True,
+                names=True,
+            )
+            for names, short, check in (
+                (_PASS_NAMES, ("pass", "pw"), _not_constant),
+                (_AUTH_NAMES, ("auth",), _not_constant_name),
+            )
+            for pattern, ends, group in (
+                (_ENV_SHORT + _ENV_VALUE, ("=", " =", "_"), "value"),
+                (_ENV_SHORT_KEY, ('"', "'"), 2),
+            )
         ),
     ]
 
@@ -725,6 +760,11 @@ def _not_placeholder(value: str) -> bool:
     return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
 
 
+def _not_placeholder_nor_question(value: str) -> bool:
+    """A value (``_not_placeholder``) that is no question: "Password: forgot?" is a form's label."""
+    return _not_placeholder(value) and not shapes.question(value)
+
+
 # A variable's name as code writes it: snake_case or camelCase starting with a lower-case letter (``api_key``,
 # ``apiKey``, ``_api_key``), or a constant's in capitals (``LETTA_API_KEY``); a letter last (``Password1``,
 # ``MyApiKey2024``, ``PROD_DB_2024``: a password's digits tail, no name)
@@ -745,6 +785,11 @@ def _names_a_secret(value: str) -> bool:
         return False
     parts = _NAME_PARTS.findall(value)
     return all(len(p) >= 2 for p in parts) and any(p.lower() in _SECRET_WORDS for p in parts)
+
+
+def _not_constant_name(value: str) -> bool:
+    """A value (``_not_placeholder``) that is not a constant's name in capitals (``NO_AUTH``, ``SCRAM_SHA_256``)."""
+    return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
 
 
 def _not_constant(value: str) -> bool:
@@ -788,7 +833,18 @@ def _said_password(value: str) -> bool:
     v = value.strip()
     if v.isdigit():
         return len(v) >= 4
-    return _password(v) and _not_placeholder(v) and _COMPOUND_WORD.fullmatch(v) is None
+    return (
+        _password(v)
+        and _not_placeholder(v)
+        and _COMPOUND_WORD.fullmatch(v) is None
+        and not shapes.names_a_method(v)  # "the password is SHA256 hashed", "Le mot de passe est WPA2."
+    )
+
+
+def _said_foreign_password(value: str) -> bool:
+    """A password said in another language (``_said_password``) that is no question ("Passwort: vergessen?" is a
+    form's label) nor a word describing one ("Das Passwort ist erforderlich", "A senha é criptografada")."""
+    return _said_password(value) and not shapes.question(value) and not shapes.describes_a_password(value)
 
 
 # A part of a value that is a lower-case word ("base64-encoded", "ERC20-compatible", "live_mode"): prose, not a key
@@ -855,6 +911,8 @@ def _spans(text: str, d: _Detector, json_text: bool) -> Iterator[tuple[int, int]
         value = text[start:end]
         if d.check is not None and not d.check(value):
             continue
+        if d.before is not None and not d.before(_before(text, start)):
+            continue
         if d.names and _names_a_secret(value) and not _quoted(text, start, end):
             continue
         if d.name_group and _names_no_secret(text, *m.span(d.name_group)) and not _looks_random(value):
@@ -862,6 +920,14 @@ def _spans(text: str, d: _Detector, json_text: bool) -> Iterator[tuple[int, int]
         if _AWS_EXAMPLE.fullmatch(text, start, end):
             continue
         yield start, end
+
+
+def _before(text: str, start: int) -> str:
+    """The text before ``start`` on its line, up to ``shapes.BEFORE`` characters (looked for within them only: a
+    long line's matches each read as much)."""
+    window = max(0, start - shapes.BEFORE)
+    newline = text.rfind("\n", window, start)
+    return text[newline + 1 if newline >= 0 else window : start]
 
 
 # The last word of a name that holds something about a secret, not the secret: ``api_key_source``, ``password_url``,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from tiermem.base.chunking import chunk_text, estimate_sizes, estimate_tokens, holds_across
+from tiermem.base.chunking import _borders, _borders_read, chunk_text, estimate_sizes, estimate_tokens, holds_across
 
 
 def _pieces(word: str) -> int:
@@ -126,3 +126,20 @@ def test_a_word_repeated_across_a_join_is_not_held_with_more_or_fewer_repeats() 
             assert not holds_across(chunks, " ".join(["w49", *["la"] * n, "v0"])), (repeats, n)
         if repeats <= 40:
             assert holds_across(chunks, " ".join(["w49", *["la"] * repeats, "v0"])), repeats
+
+
+def test_the_runs_two_chunks_share_are_the_same_found_either_way() -> None:
+    """``_borders`` looks for the runs by ``str.find`` and reads a text repeating them through (``_borders_read``):
+    both find the same runs, in texts repeating a few characters or words many times and in texts that do not."""
+    rng = random.Random(4)
+    shared = 0
+    for _ in range(3000):
+        alphabet = rng.choice(["ab", "abc", "a ", "ab ", "abcdefghij "])
+        unit = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        base = unit * rng.randint(1, 60) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        before = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) + base
+        after = base[rng.randint(0, len(base)) :] + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        found = _borders(before, after)
+        assert found == _borders_read(before, after), (before, after)
+        shared += bool(found)
+    assert shared > 2000

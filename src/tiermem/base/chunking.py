@@ -156,8 +156,31 @@ def _join(before: str, after: str) -> int | None:
 
 
 def _borders(before: str, after: str) -> list[int]:
-    """Each length ``k`` (0 < k < len(before)) of a start of ``after`` that ``before`` ends with, longest first:
-    Knuth-Morris-Pratt over the end of ``before``, linear in the two."""
+    """Each length ``k`` (0 < k < len(before)) of a start of ``after`` that ``before`` ends with, longest first. The
+    longer ones are looked for where ``before``'s end holds ``after``'s first ``_KEY`` characters (``str.find``); a
+    text repeating them more than ``_FINDS`` times there (a word or a line repeated) is read once through instead
+    (``_borders_read``), so the time stays linear in the two."""
+    most = min(len(before) - 1, len(after))
+    found = [k for k in range(1, min(_KEY, most + 1)) if before.endswith(after[:k])]
+    if most >= _KEY:
+        key, finds = after[:_KEY], 0
+        at = before.find(key, len(before) - most)
+        while at >= 0:
+            finds += 1
+            if finds > _FINDS:
+                return _borders_read(before, after)
+            if after.startswith(before[at:]):
+                found.append(len(before) - at)
+            at = before.find(key, at + 1)
+    return sorted(found, reverse=True)
+
+
+_KEY = 8  # characters of ``after`` looked for in ``before`` by ``_borders``
+_FINDS = 32  # places holding them past which ``_borders`` reads the text through
+
+
+def _borders_read(before: str, after: str) -> list[int]:
+    """``_borders`` by Knuth-Morris-Pratt over the end of ``before``: linear in the two, a step a character."""
     pattern = after[: len(before) - 1]
     if not pattern:
         return []

@@ -756,6 +756,24 @@ def test_forget_text_of_one_long_word_cut_into_chunks_forgets_the_insert(
         after.core.close()
 
 
+def test_the_chunked_inserts_of_a_scope_are_read_whole_in_order(local: tuple[Memory, Path]) -> None:
+    """What `forget --text` looks in across chunks: each insert of the agent stored in two chunks or more, its
+    chunks in order; not a single-chunk insert, nor another agent's."""
+    memory, _ = local
+    agent = memory.ensure_agent("default").id
+    other = memory.ensure_agent("other").id
+    long = [" ".join(f"w{n}x{i}" for i in range(1500)) for n in range(3)]
+    groups = [memory.archival_insert(agent, text, None).stored[0] for text in long]
+    memory.archival_insert(agent, "a short note", None)
+    memory.archival_insert(other, long[0], None)
+    rows = memory.archive.rows.rows_where("passages", Filter(agent_id=agent))
+    chunked = memory.archive.rows.chunked("passages", Filter(agent_id=agent))
+    assert sorted(chunked) == sorted(groups)
+    for group in groups:
+        stored = sorted((r["chunk"], r["content"]) for r in rows if r["group_id"] == group)
+        assert len(stored) > 2 and chunked[group] == [c for _, c in stored]
+
+
 def test_forget_of_a_text_made_up_across_the_chunks_of_an_insert_forgets_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

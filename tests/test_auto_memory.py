@@ -20,6 +20,7 @@ from mcp import Client
 from starlette.testclient import TestClient
 
 from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.base.errors import StoreError
 from tiermem.base.projects import project_of
 from tiermem.base.records import Passage
 from tiermem.cli.main import main
@@ -243,6 +244,31 @@ def test_a_file_whose_passage_is_gone_is_stored_again_unless_it_was_forgotten(tm
     cat.write_text(NEW.replace("Miso", "Tofu"))
     assert auto_memory.sync(memory, agent, home).imported == 1
     assert [p.content for p in tagged(memory, agent)] == ["the user's cat\n\nAda's cat is called Tofu."]
+
+
+def test_a_passage_deleted_on_purpose_stays_deleted_when_the_deletion_fails_after_its_rows_went(
+    tmp_path: Path,
+) -> None:
+    """`archival_memory_delete` deletes the passage's rows, then its use record: when that fails (the use counters'
+    file cannot be opened: a directory stands at its path), the deletion fails, yet the passage is gone and its file
+    is marked, so the next sync does not store it again."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    (folders[project] / "cat.md").write_text(NEW)
+    auto_memory.sync(memory, agent, home, str(project))
+    [stored] = tagged(memory, agent)
+    memory.core.close()
+    memory, agent = opened(tmp_path)
+    auto_memory_admin.guard_deletions(memory, tmp_path / "data")
+    uses = tmp_path / "data" / "uses.sqlite3"
+    for extra in ("", "-wal", "-shm"):
+        Path(f"{uses}{extra}").unlink(missing_ok=True)
+    uses.mkdir()
+    with pytest.raises(StoreError, match="use counters"):
+        memory.archival_delete(agent, stored.id)
+    assert not tagged(memory, agent)
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
 
 
 def test_each_projects_auto_memory_stays_in_its_project(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from tiermem.base.chunking import chunk_text, holds_across
+from tiermem.base.chunking import _borders, _borders_read, chunk_text, estimate_sizes, estimate_tokens, holds_across
 
 
 def _pieces(word: str) -> int:
@@ -50,3 +50,96 @@ def test_one_chunk_or_nothing_holds_nothing_across() -> None:
     assert not holds_across(["a whole text"], "whole")
     assert not holds_across([], "whole")
     assert not holds_across(["abc def", "def ghi"], "   ")
+
+
+_GREEK = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
+
+
+def _made_up(chunks: list[str], rng: random.Random) -> list[str]:
+    """Texts joining the end of a chunk and the start of the next as no cut made them: no overlap, with a space or
+    none, or the overlap taken twice (what a wrong join would hold)."""
+    out = []
+    for before, after in zip(chunks, chunks[1:]):
+        tail, head = before.split(), after.split()
+        for _ in range(4):
+            left = " ".join(tail[-rng.randint(1, 4) :])
+            right = " ".join(head[: rng.randint(1, 4)])
+            out += [f"{left} {right}", f"{left}{right}", f"{rng.choice(tail)} {left} {right}"]
+        for k in range(1, min(len(before), len(after))):  # every run they share, the overlap or one by chance
+            if before.endswith(after[:k]):
+                out += [before[-k - rng.randint(1, 30) :] + after[k : k + rng.randint(1, 30)] for _ in range(3)]
+    return out
+
+
+def test_a_text_made_up_across_a_join_is_not_held() -> None:
+    """Consecutive chunks share their overlap (whole words): a text joining them as if they did not, or at another
+    run they share by chance (a text of few distinct words repeats many), is in no text the chunker could have cut
+    into them, and is not held; the text's own runs across the same chunks are."""
+    rng = random.Random(11)
+    checked = 0
+    for size, window, words, sizes in [
+        (200, 64, _GREEK, "bytes"),
+        (600, 256, _GREEK[:13], "bytes"),
+        (400, 40, _GREEK[:5], "words"),
+        (300, 100, _GREEK, "bytes"),
+        (500, 60, _GREEK[:3], "words"),
+        (900, 50, _GREEK[:2], "words"),
+        (2000, 256, _GREEK[:4], "bytes"),
+    ] * 3:
+        text = " ".join(rng.choice(words) for _ in range(size))
+        if sizes == "bytes":
+            chunks = chunk_text(text, max_tokens=window, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
+        else:
+            chunks = chunk_text(text, max_tokens=window, count=lambda t: len(t.split()), sizes=lambda ws: [1] * len(ws))
+        assert len(chunks) > 2
+        for made in _made_up(chunks, rng):
+            if made not in text:
+                checked += 1
+                assert not holds_across(chunks, made), (size, window, made)
+    assert checked > 2000
+
+
+def test_every_run_of_a_text_of_distinct_words_is_held() -> None:
+    """Words that do not repeat: every overlap is told apart, and each run of the text is held, across any number of
+    chunks."""
+    rng = random.Random(3)
+    for size, window in [(300, 64), (800, 256), (120, 40)]:
+        words = [f"{rng.choice(_GREEK)}{n}" for n in range(size)]
+        text = "".join(w + rng.choice((" ", "\n", "  ")) for w in words).strip()
+        chunks = chunk_text(text, max_tokens=window, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
+        assert len(chunks) > 2
+        for _ in range(100):
+            at = rng.randrange(size - 2)
+            run = " ".join(words[at : at + rng.randint(2, 120)])
+            assert holds_across(chunks, run), run
+
+
+def test_a_word_repeated_across_a_join_is_not_held_with_more_or_fewer_repeats() -> None:
+    """A word repeated past the overlap: consecutive chunks share runs of it of many lengths, and which one the
+    chunker kept is not told apart. A text with the word repeated more or fewer times than the text has it is not
+    held; a few repeats, within the overlap, are told apart and held as the text has them."""
+    for repeats in (3, 20, 40, 60, 100, 300):
+        words = [f"w{i}" for i in range(50)] + ["la"] * repeats + [f"v{i}" for i in range(50)]
+        text = " ".join(words)
+        chunks = chunk_text(text, max_tokens=64, count=lambda t: len(t.split()), sizes=lambda ws: [1] * len(ws))
+        for n in (*range(1, repeats), *range(repeats + 1, 2 * repeats)):
+            assert not holds_across(chunks, " ".join(["w49", *["la"] * n, "v0"])), (repeats, n)
+        if repeats <= 40:
+            assert holds_across(chunks, " ".join(["w49", *["la"] * repeats, "v0"])), repeats
+
+
+def test_the_runs_two_chunks_share_are_the_same_found_either_way() -> None:
+    """``_borders`` looks for the runs by ``str.find`` and reads a text repeating them through (``_borders_read``):
+    both find the same runs, in texts repeating a few characters or words many times and in texts that do not."""
+    rng = random.Random(4)
+    shared = 0
+    for _ in range(3000):
+        alphabet = rng.choice(["ab", "abc", "a ", "ab ", "abcdefghij "])
+        unit = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        base = unit * rng.randint(1, 60) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        before = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) + base
+        after = base[rng.randint(0, len(base)) :] + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        found = _borders(before, after)
+        assert found == _borders_read(before, after), (before, after)
+        shared += bool(found)
+    assert shared > 2000

@@ -756,6 +756,65 @@ def test_forget_text_of_one_long_word_cut_into_chunks_forgets_the_insert(
         after.core.close()
 
 
+def test_the_chunked_inserts_of_a_scope_are_read_whole_in_order(local: tuple[Memory, Path]) -> None:
+    """What `forget --text` looks in across chunks: each insert of the agent stored in two chunks or more, its
+    chunks in order; not a single-chunk insert, nor another agent's."""
+    memory, _ = local
+    agent = memory.ensure_agent("default").id
+    other = memory.ensure_agent("other").id
+    long = [" ".join(f"w{n}x{i}" for i in range(1500)) for n in range(3)]
+    groups = [memory.archival_insert(agent, text, None).stored[0] for text in long]
+    memory.archival_insert(agent, "a short note", None)
+    memory.archival_insert(other, long[0], None)
+    rows = memory.archive.rows.rows_where("passages", Filter(agent_id=agent))
+    chunked = memory.archive.rows.chunked("passages", Filter(agent_id=agent))
+    assert sorted(chunked) == sorted(groups)
+    for group in groups:
+        stored = sorted((r["chunk"], r["content"]) for r in rows if r["group_id"] == group)
+        assert len(stored) > 2 and chunked[group] == [c for _, c in stored]
+
+
+def test_forget_of_a_text_made_up_across_the_chunks_of_an_insert_forgets_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long insert of a few words repeated: consecutive chunks share their overlap, and a text joining the end of
+    one and the start of the next as if they shared none is in no text the insert was: `forget --text` of it forgets
+    nothing (it forgot the whole insert), while a run of the text across the same join forgets it whole."""
+    import random
+
+    root = tmp_path / "data"
+    memory = open_memory(load_settings(data_dir=root, embedding_model="default"), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    rng = random.Random(3)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda omicron sigma".split()
+    text = " ".join(rng.choice(words) for _ in range(600))
+    group = memory.archival_insert(agent, text, None).stored[0]
+    chunks = sorted(memory.archive.rows.rows_where("passages", Filter(agent_id=agent)), key=lambda r: r["chunk"])
+    memory.core.close()
+    first, second = chunks[0]["content"], chunks[1]["content"]
+    made_up = [
+        f"{' '.join(first.split()[-n:])}{glue}{' '.join(second.split()[:m])}"
+        for n in (1, 2)
+        for m in (1, 3)
+        for glue in (" ", "")
+    ]
+    made_up = [t for t in made_up if t not in text]
+    assert len(chunks) > 2 and made_up
+    cli = ["--data-dir", str(root), "--embedding-model", "default", "--agent", "default", "--yes"]
+    for t in made_up:
+        assert main(["forget", "--text", t, *cli]) == 0
+        assert "nothing was found to forget" in capsys.readouterr().out, t
+    crossing = text[text.index(second) - 12 : len(first) + 12]  # the insert's text starts with its first chunk
+    assert not any(crossing in r["content"] for r in chunks)
+    assert main(["forget", "--text", crossing, *cli]) == 0
+    assert f"forgot {len(chunks)} passage row(s)" in capsys.readouterr().out
+    after = open_memory(load_settings(data_dir=root, embedding_model="default"), start_embedder=False)
+    try:
+        assert after.archive.rows.rows_where("passages", Filter(group_ids=(group,))) == []
+    finally:
+        after.core.close()
+
+
 def test_a_forget_that_found_nothing_says_so_and_leaves_nothing_pending(
     local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -153,10 +153,10 @@ class AgentRows:
         """Every row of ``where``, every column but the vector's values kept as stored, oldest first."""
         return self.store.rows.select(_searchable(table), where, limit=EVERY_ROW)
 
-    def chunked_groups(self, table: str, where: Filter) -> list[str]:
-        """The group ids of the inserts of ``where`` stored in two chunks or more (read from two columns only)."""
-        rows = self.store.conn.rows(_searchable(table), where, columns=("group_id", "chunk"))
-        return sorted({str(r["group_id"]) for r in rows if r.get("group_id") and int(r.get("chunk") or 0) > 0})
+    def chunked(self, table: str, where: Filter) -> dict[str, list[str]]:
+        """The chunks (in order) of each insert of ``where`` stored in two chunks or more, by group id (one scan of
+        their group, chunk index and content)."""
+        return self.store.rows.chunked(_searchable(table), where)
 
     def retext(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         """Store these rows (whole, read by ``rows_where``) with a changed keyword ``text``; the old copies' fragments

@@ -291,23 +291,14 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
 
 def _passages_across_chunks(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> None:
     """Forget the archival inserts stored in chunks whose text holds ``text`` across two chunks or more (no one chunk
-    holds it): every insert of the scope stored in chunks is looked in (``holds_across``), a few at a time. No part of
-    the text is sure to be in one chunk (a word cut into slices, a CJK run, is cut with no overlap, anywhere in it),
-    so the chunks are not first narrowed by a part of it."""
-    rows = memory.archive.rows
-    groups = rows.chunked_groups("passages", Filter(agent_id=agent_id))
-    holding: list[str] = []
-    for at in range(0, len(groups), _GROUPS_READ):
-        chunks: dict[str, list[tuple[int, str]]] = {}
-        batch = tuple(groups[at : at + _GROUPS_READ])
-        for r in rows.rows_where("passages", Filter(agent_id=agent_id, group_ids=batch)):
-            chunks.setdefault(r["group_id"], []).append((r["chunk"], r["content"]))
-        holding += [g for g, parts in chunks.items() if holds_across([c for _, c in sorted(parts)], text)]
+    holds it): the chunks of every insert of the scope stored in chunks are read in one scan (their text, never their
+    vectors) and the insert's text is made again from them and looked in (``holds_across``: a text made up across a
+    join the chunker did not make is not held). No part of the text is sure to be in one chunk (a word cut into
+    slices, a CJK run, is cut with no overlap, anywhere in it), so the chunks are not first narrowed by a part of it."""
+    chunked = memory.archive.rows.chunked("passages", Filter(agent_id=agent_id))
+    holding = tuple(group for group, chunks in chunked.items() if holds_across(chunks, text))
     if holding:
-        _passages(memory, done, Filter(agent_id=agent_id, group_ids=tuple(holding)))
-
-
-_GROUPS_READ = 200  # chunked inserts read at once when a text is looked for across their chunks
+        _passages(memory, done, Filter(agent_id=agent_id, group_ids=holding))
 
 
 def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filter, text: str | None) -> None:

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import TiermemError
+from ..base.errors import NotFoundError, TiermemError
 from ..base.files import locked, write_text_atomically
 from .auto_memory import (
     FORGOTTEN,
@@ -184,12 +184,21 @@ def guard_deletions(memory: Memory, data_dir: Path) -> None:
     stored from one of Claude Code's auto-memory files stays deleted: the file's record is marked (``FORGOTTEN``:
     its digest is kept, not its text), so the sync does not store the file again while it holds the same text; a
     changed file is stored. No sync of the agent's runs between the deletion and the mark (``memory``'s
-    ``deletion_guard``; ``data_dir``: the local store's, where the syncs keep their state)."""
+    ``deletion_guard``; ``data_dir``: the local store's, where the syncs keep their state). A deletion that fails
+    after the passage went (its use record's removal: the use counters' file unwritable) marks the file all the same,
+    then fails."""
 
     def guard(agent_id: str, passage_id: str, delete: Callable[[], int]) -> int:
         homes = _homes(data_dir, [memory.core.get_agent(agent_id).name])
         with _no_sync(homes):
-            removed = delete()
+            try:
+                removed = delete()
+            except NotFoundError:
+                raise  # no such passage: nothing went
+            except BaseException:  # a failure after the rows went (the use record's removal) marks them all the same
+                if not memory.existing({passage_id: "passage"}, agent_id=agent_id):
+                    _keep_forgotten(homes, {path for path, _ in sources_of(homes, passage_id)})
+                raise
             if removed:
                 _keep_forgotten(homes, {path for path, _ in sources_of(homes, passage_id)})
         return removed

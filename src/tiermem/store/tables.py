@@ -263,6 +263,33 @@ class Rows:
         flat = pc.list_flatten(data.column("tags").combine_chunks())
         return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
 
+    @reads("the chunks of long inserts")
+    def chunked(self, table: str, where: Filter) -> dict[str, list[str]]:
+        """The chunks (their content, in order) of each insert of ``where`` stored in two chunks or more, by group id:
+        one scan of three columns (never the vectors), read a batch at a time. Rows of a single-chunk insert are kept
+        as Arrow until the scan ends (a chunked insert's first row is known only then), not as Python text."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        q = self.conn.tables[table].search()
+        text = compile_filter(where)
+        reader = (q.where(text) if text else q).select(["group_id", "chunk", "content"]).limit(None).to_batches()
+        later: dict[str, list[tuple[int, str]]] = {}
+        firsts: list[pa.RecordBatch] = []
+        for batch in reader:
+            more = pc.fill_null(pc.greater(batch.column("chunk"), 0), False)
+            rest = batch.filter(more)
+            for group, n, content in zip(*(rest.column(c).to_pylist() for c in ("group_id", "chunk", "content"))):
+                if group:
+                    later.setdefault(str(group), []).append((int(n), str(content or "")))
+            firsts.append(batch.filter(pc.invert(more)))
+        known = pa.array(list(later), pa.string())
+        for batch in firsts:
+            first = batch.filter(pc.fill_null(pc.is_in(batch.column("group_id"), value_set=known), False))
+            for group, n, content in zip(*(first.column(c).to_pylist() for c in ("group_id", "chunk", "content"))):
+                later[str(group)].append((int(n or 0), str(content or "")))
+        return {group: [c for _, c in sorted(parts)] for group, parts in later.items()}
+
     @reads("the latest time")
     def latest_us(self, table: str, where: Filter) -> int | None:
         """The newest ``created_us`` of the rows matching ``where`` (None if there are none)."""

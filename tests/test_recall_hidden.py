@@ -316,3 +316,56 @@ def test_the_legs_read_whether_a_row_is_plumbing_not_its_payload(mem: Memory) ->
     assert "payload" not in {f.name for f in fields(Found)}
     assert {f.content for f in found if f.plumbing} == {"Quillfeather searching", "Quillfeather search result"}
     assert len(found) == len(rows)
+
+
+_HEARTBEAT = '{"type": "heartbeat", "reason": "[This is an automated system message hidden from the user]"}'
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+@pytest.mark.parametrize("said_with_the_call", ["", "Let me check."])
+def test_an_answer_after_a_tool_result_holds_the_last_thing_said_before_it(
+    mem: Memory,  # noqa: F811
+    restarted: bool,
+    said_with_the_call: str,
+) -> None:
+    # user -> the answer calling a tool (nothing said, or a few words) -> its result -> a heartbeat -> the answer: the
+    # answer's keyword text holds what was said last before the tool ran (the question, or the words said with the
+    # call), in one batch or logged turn by turn by a process that has not seen the conversation (restarted).
+    agent = mem.ensure_agent("default").id
+    question = "Where did Quillfeather leave the lantern oil?"
+    turns = [
+        ("user", question),
+        ("assistant", said_with_the_call),
+        ("tool", '{"status": "OK", "message": "The oil is under the Zanzibarine tarp."}'),
+        ("user", _HEARTBEAT),
+        ("assistant", "Under the tarp in the shed."),
+    ]
+    if restarted:
+        for role, content in turns:
+            mem.archive.forget_turns(agent)
+            mem.archive.log_messages(agent, [{"role": role, "content": content}])
+    else:
+        mem.archive.log_messages(agent, [{"role": r, "content": c} for r, c in turns])
+    texts = {r["content"]: r["text"] for r in mem.archive.rows.backup_rows("messages", vectors=False)}
+    answer = texts["Under the tarp in the shed."]
+    assert (said_with_the_call or question) in answer and "Zanzibarine" not in answer and "heartbeat" not in answer
+    hits = mem.archive.conversation_search(agent, said_with_the_call or "Quillfeather", roles=["assistant"]).hits
+    assert "Under the tarp in the shed." in {h.content for h in hits if h.fts_rank is not None}
+
+
+def test_forgetting_a_question_rewrites_the_answer_after_a_tool_result_with_the_turn_before_it(mem: Memory) -> None:  # noqa: F811
+    from tiermem.domain.forgetting import Target, forget
+
+    agent = mem.ensure_agent("default").id
+    turns = [
+        ("user", "Good morning, Ada."),
+        ("user", "Where did Quillfeather leave the lantern oil?"),
+        ("assistant", ""),
+        ("tool", '{"status": "OK", "message": "The oil is under the tarp."}'),
+        ("assistant", "Under the tarp in the shed."),
+    ]
+    logged = mem.archive.log_messages(agent, [{"role": r, "content": c} for r, c in turns])
+    forget(mem, Target("message", agent, logged[1].id))
+    texts = {r["content"]: r["text"] for r in mem.archive.rows.backup_rows("messages", vectors=False)}
+    answer = texts["Under the tarp in the shed."]
+    assert "Quillfeather" not in answer and "Good morning, Ada." in answer

@@ -189,11 +189,19 @@ def time_ago(then: datetime, reference: datetime | None = None) -> str:
 PREVIOUS_CHARS = 4000  # of the turn before a message, what its keyword text holds (the agent loop's rows run to 10M)
 
 
-def context_of(role: str, content: str) -> str:
-    """What a turn gives the next one's keyword text (``shape_message``'s ``previous``): its content, but nothing of a
-    tool result: an answer after a search is found by its own words and its question's, not by every word the
-    search returned (the result is found by those itself)."""
-    return "" if role == "tool" else content
+def passes_on(role: str, content: str) -> bool:
+    """Whether a turn leaves the next one's context (``context_of``) as it found it: a tool result, or a turn that
+    said nothing (``ranking.says``: an answer that only called tools, stored empty; a heartbeat)."""
+    return role == "tool" or not says(content)
+
+
+def context_of(role: str, content: str, before: str) -> str:
+    """What the next turn's keyword text holds of the turns before it (``shape_message``'s ``previous``) after a turn
+    of ``role`` and ``content``, ``before`` being what that turn's held: its content, or ``before`` when it passes it
+    on (``passes_on``). So an answer after a search (user, the answer calling the tool, its result, maybe a heartbeat,
+    the answer) holds the last thing said before the search, not every word the search returned (the result is found
+    by those itself): the question, when the call said nothing, or the words said with the call ("Let me check.")."""
+    return before if passes_on(role, content) else content
 
 
 def shape_message(content: str, created_at: datetime, previous: str = "") -> str:
@@ -303,7 +311,7 @@ class Archive:
                 self._text(project, f"messages[{n}].project")
             key = (agent_id, conversation)
             previous = latest[key] if key in latest else self._previous_turn(agent_id, conversation)
-            latest[key] = context_of(role, content)
+            latest[key] = context_of(role, content, previous)
             rows.append(
                 {
                     # id and seq are only set by importers (the tool's schema has neither)
@@ -331,9 +339,10 @@ class Archive:
 
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
         key = (agent_id, conversation)
-        if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
-            newest = self.store.rows.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
-            self._remember_turn(key, context_of(newest["role"], newest["content"]) if newest else "")
+        if key not in self._last_turn:  # first turn this process sees: the newest stored one that does not pass on
+            where = Filter(agent_id=agent_id, conversation_id=conversation)
+            newest = self.store.rows.newest("messages", where, lambda r: not passes_on(r["role"], r["content"]))
+            self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
 
     def forget_turns(self, agent_id: str) -> None:

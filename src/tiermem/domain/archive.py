@@ -948,8 +948,9 @@ def _found_hit(table: str, f: Found) -> Hit:
 def _legs_where(kind: Kind, where: Filter) -> Filter:
     """The filter of a search's legs: ``where``, and of a search reading tool results, none of the agent loop's
     plumbing (``store.query.TOOL_PLUMBING``, in the store: hundreds of send_message results would otherwise fill the
-    legs' depth, and the real results past it be lost). Only then: the clause reads every tool result's payload, and a
-    search of what was said meets few of the loop's answers (``Found.plumbing`` leaves them out)."""
+    legs' depth, and the real results past it be lost). Only then: the clause reads the payloads of the rows of the
+    searched roles (the bitmap index on role picks them), and a search of what was said meets few of the loop's
+    answers (``Found.plumbing`` leaves those out of what the legs read)."""
     if kind.table != "messages" or where.roles is None or "tool" not in where.roles:
         return where
     return replace(where, plumbing_results=False)

@@ -4,6 +4,7 @@ predate it is named by ``doctor`` and written anew by ``optimize``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -190,7 +191,7 @@ def test_doctor_asks_the_store_for_the_rows_of_an_older_keyword_text(settings: S
     for r in old:
         r["text"] = cjk.base_of(r["text"])
     store.rows.upsert_rows("passages", "id", old)
-    where = Filter(lines_lacking=(cjk.MAX_CHARS, cjk.SCRIPTS))
+    where = Filter(lines_lacking=(cjk.MAX_CHARS, cjk.scripts()))
     assert sorted(r["id"] for r in store.conn.rows("passages", where, columns=("id",))) == sorted(r["id"] for r in old)
     store.conn.set_meta(KEYWORD_TEXT, "")
     stale = memory.archive.rows.stale_keyword_texts()
@@ -241,3 +242,27 @@ def test_forget_text_matches_what_a_row_holds_not_its_line_of_bigrams(settings: 
     assert [r["id"] for r in holding] == [spaced]
     forget(memory, Target("text", agent, "admin 密码"))
     assert [r["content"] for r in memory.archive.rows.backup_rows("passages", vectors=False)] == [glued]
+
+
+def _named(text: str) -> bool:
+    """Whether the store's filter of keyword texts lacking their bigrams (``Filter.lines_lacking`` with
+    ``cjk.scripts``) names ``text``, in Python (the expressions are read alike by ``re`` and LanceDB)."""
+    return any(
+        re.search(e, text[: cjk.MAX_CHARS]) and not re.search(KEYWORD_LINE + "[^\\n]*" + e, text) for e in cjk.scripts()
+    )
+
+
+def test_no_keyword_text_written_now_is_named_as_lacking_its_bigrams_whatever_its_characters() -> None:
+    """Every code point of the scripts written as bigrams (``cjk.CHARACTERS``: their letters, and their marks and
+    punctuation, "・", "゠", "゛", U+3099, unassigned ones), alone, between letters of each group and doubled: the
+    keyword text written now is never named stale, else ``doctor`` would fail forever on it and ``optimize`` write it
+    anew the same. Letters of each group are named when their line is missing."""
+    run = re.compile(cjk.CHARACTERS)
+    named = [
+        f"U+{p:04X}"
+        for p in range(0x110000)
+        if run.match(chr(p)) and _named(cjk.keyword_text(f"x{chr(p)} ก{chr(p)}ข 中{chr(p)} {chr(p) * 2}"))
+    ]
+    assert not named, named[:20]
+    assert all(_named(text) for text in ("中", "𠀀", "か", "한", "ถั่ว", "ສະບາຍ"))
+    assert not any(_named(text) for text in ("・", "ก", "\u0e48", "English"))  # a Thai letter alone: no pair to write

@@ -249,3 +249,123 @@ def test_a_tool_result_gives_the_next_turn_no_keywords(mem: Memory, restarted: b
     mem.archive.log_messages(agent.id, [{"role": "user", "content": "Thanks, Zanzibarine it is."}])
     hits = mem.archive.conversation_search(agent.id, "Zanzibarine", roles=["assistant", "tool"], limit=10).hits
     assert {h.content: h.fts_rank is not None for h in hits} == {result: True, "Under the tarp.": False}
+
+
+def test_tool_searches_reach_real_results_past_more_of_the_loops_own_than_a_leg_reads(mem: Memory) -> None:  # noqa: F811
+    # More send_message and conversation_search results than each leg reads (``LEG_DEPTH``), all holding the words
+    # asked for, beside three real tool results: the store leaves the loop's own out before the legs rank, so every
+    # real one is found. Payloads as the loop and a Letta import write them (", ": json.dumps), and written compactly.
+    from tiermem.domain.search.pool import LEG_DEPTH
+
+    agent = mem.ensure_agent("default")
+    compact = {"separators": (",", ":")}
+    rows = [
+        ("tool", '{"status": "OK", "message": "Sent message successfully: rain forecast"}', _result("send_message"))
+        for _ in range(LEG_DEPTH)
+    ]
+    rows += [
+        (
+            "tool",
+            '{"status": "OK", "message": "Showing results: rain forecast, rain forecast"}',
+            json.dumps(_result("conversation_search") | {"letta": {"name": "conversation_search"}}, **compact),  # type: ignore[arg-type]
+        )
+        for _ in range(LEG_DEPTH)
+    ]
+    real = [
+        '{"status": "OK", "message": "Weather for Porto: rain forecast tomorrow"}',
+        '{"status": "OK", "message": "Calendar: dentist on Thursday, rain forecast"}',
+        '{"status": "OK", "message": "Sent message successfully."}',  # a tool of another name: a real result
+    ]
+    rows += [
+        ("tool", c, _result(t)) for c, t in zip(real, ("web_search", "calendar", "send_message_later"), strict=True)
+    ]
+    stored = [{"role": r, "content": c, "payload": p if isinstance(p, str) else json.dumps(p)} for r, c, p in rows]
+    mem.archive.log_messages(agent.id, stored)
+    for query in ("rain forecast", "sent message successfully", "dentist"):
+        hits = mem.archive.conversation_search(agent.id, query, roles=["tool"], limit=5).hits
+        assert sorted(h.content for h in hits) == sorted(real), query
+    both = mem.archive.conversation_search(agent.id, "rain forecast", roles=["user", "tool"], limit=5).hits
+    assert sorted(h.content for h in both) == sorted(real)
+
+
+def test_the_legs_read_whether_a_row_is_plumbing_not_its_payload(mem: Memory) -> None:  # noqa: F811
+    # The payload (a Letta import's holds the whole original message) stays in the store: a leg reads a flag computed
+    # there, true of the loop's plumbing alone.
+    from dataclasses import fields
+
+    from tiermem.base.records import Found
+    from tiermem.store import Filter
+
+    agent = mem.ensure_agent("default")
+    call = {"kind": "assistant", "tool_calls": [{"id": "c1", "name": "conversation_search", "input": {"query": "x"}}]}
+    other = {
+        "kind": "assistant",
+        "tool_calls": [{"id": "c2", "name": "web_search", "input": {"q": "conversation_search"}}],
+    }
+    rows = [
+        ("user", "Quillfeather asked about conversation_search", {"kind": "user", "name": "conversation_search"}),
+        ("assistant", "Quillfeather searching", call),
+        ("assistant", "Quillfeather browsing", other),
+        ("tool", "Quillfeather search result", _result("conversation_search")),
+        ("tool", "Quillfeather web result", _result("web_search")),
+        ("tool", "Quillfeather no payload", None),
+    ]
+    logged = [{"role": r, "content": c, "payload": json.dumps(p) if p else ""} for r, c, p in rows]
+    mem.archive.log_messages(agent.id, logged)
+    found = mem.archive.store.search.text_search("messages", "Quillfeather", Filter(agent_id=agent.id), 10)
+    assert "payload" not in {f.name for f in fields(Found)}
+    assert {f.content for f in found if f.plumbing} == {"Quillfeather searching", "Quillfeather search result"}
+    assert len(found) == len(rows)
+
+
+_HEARTBEAT = '{"type": "heartbeat", "reason": "[This is an automated system message hidden from the user]"}'
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+@pytest.mark.parametrize("said_with_the_call", ["", "Let me check."])
+def test_an_answer_after_a_tool_result_holds_the_last_thing_said_before_it(
+    mem: Memory,  # noqa: F811
+    restarted: bool,
+    said_with_the_call: str,
+) -> None:
+    # user -> the answer calling a tool (nothing said, or a few words) -> its result -> a heartbeat -> the answer: the
+    # answer's keyword text holds what was said last before the tool ran (the question, or the words said with the
+    # call), in one batch or logged turn by turn by a process that has not seen the conversation (restarted).
+    agent = mem.ensure_agent("default").id
+    question = "Where did Quillfeather leave the lantern oil?"
+    turns = [
+        ("user", question),
+        ("assistant", said_with_the_call),
+        ("tool", '{"status": "OK", "message": "The oil is under the Zanzibarine tarp."}'),
+        ("user", _HEARTBEAT),
+        ("assistant", "Under the tarp in the shed."),
+    ]
+    if restarted:
+        for role, content in turns:
+            mem.archive.forget_turns(agent)
+            mem.archive.log_messages(agent, [{"role": role, "content": content}])
+    else:
+        mem.archive.log_messages(agent, [{"role": r, "content": c} for r, c in turns])
+    texts = {r["content"]: r["text"] for r in mem.archive.rows.backup_rows("messages", vectors=False)}
+    answer = texts["Under the tarp in the shed."]
+    assert (said_with_the_call or question) in answer and "Zanzibarine" not in answer and "heartbeat" not in answer
+    hits = mem.archive.conversation_search(agent, said_with_the_call or "Quillfeather", roles=["assistant"]).hits
+    assert "Under the tarp in the shed." in {h.content for h in hits if h.fts_rank is not None}
+
+
+def test_forgetting_a_question_rewrites_the_answer_after_a_tool_result_with_the_turn_before_it(mem: Memory) -> None:  # noqa: F811
+    from tiermem.domain.forgetting import Target, forget
+
+    agent = mem.ensure_agent("default").id
+    turns = [
+        ("user", "Good morning, Ada."),
+        ("user", "Where did Quillfeather leave the lantern oil?"),
+        ("assistant", ""),
+        ("tool", '{"status": "OK", "message": "The oil is under the tarp."}'),
+        ("assistant", "Under the tarp in the shed."),
+    ]
+    logged = mem.archive.log_messages(agent, [{"role": r, "content": c} for r, c in turns])
+    forget(mem, Target("message", agent, logged[1].id))
+    texts = {r["content"]: r["text"] for r in mem.archive.rows.backup_rows("messages", vectors=False)}
+    answer = texts["Under the tarp in the shed."]
+    assert "Quillfeather" not in answer and "Good morning, Ada." in answer

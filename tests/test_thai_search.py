@@ -82,16 +82,17 @@ def test_a_bigram_pairs_letters_with_their_vowel_signs_and_leaves_out_the_marks_
 
 
 def test_the_classes_of_letters_marks_and_punctuation_follow_unicode() -> None:
-    """Every letter or digit of the four blocks is a character of a run and of ``cjk.SCRIPTS``, every combining mark
-    of a run only (a keyword text's line may lack it), and no punctuation or symbol of either."""
-    letters, run = re.compile(cjk.SCRIPTS[1]), re.compile(cjk.CHARACTERS)
+    """Every letter or digit of the four blocks is a character of a run and pairs with the next letter in
+    ``cjk.scripts`` (the line of bigrams holds such a pair), every combining mark of a run only (a keyword text's
+    line may lack it), and no punctuation or symbol of either."""
+    pair, run = re.compile(cjk.scripts()[1]), re.compile(cjk.CHARACTERS)
     for start, end in ((0x0E00, 0x0E7F), (0x0E80, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF)):
         for c in map(chr, range(start, end + 1)):
             kind = unicodedata.category(c)[0]
             if kind == "C":  # not assigned (in this Python's Unicode)
                 continue
             assert (run.match(c) is not None) == (kind in "LMN"), f"U+{ord(c):04X}"
-            assert (letters.match(c) is not None) == (kind in "LN"), f"U+{ord(c):04X}"
+            assert (pair.fullmatch(c + "ก") is not None) == (kind in "LN"), f"U+{ord(c):04X}"
 
 
 def _as_stored_before(memory: Memory, keyword: dict[str, str]) -> None:
@@ -139,5 +140,28 @@ def test_doctor_names_and_optimize_regrams_rows_an_older_tiermem_stored_in_a_mar
     assert _keyword_hit(memory, agent, "แพ้ถั่ว") == mixed
     rows = memory.archive.rows.backup_rows("passages", vectors=False)
     assert all(r["text"] == cjk.keyword_text(r["content"]) for r in rows)
+    maintenance.doctor(settings)
+    assert "keyword text" not in capsys.readouterr().out
+
+
+def test_marks_never_paired_leave_a_row_unnamed_and_thai_glued_to_chinese_is_named(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A text whose only characters of those scripts are marks no line of bigrams holds (Japanese punctuation "・",
+    "゠", sound marks) is not named by ``doctor``, which would otherwise fail forever (``optimize`` writes it the same).
+    Thai glued to Chinese, as an older tiermem stored it (the Chinese bigrams, and the Thai letter glued to them as it
+    is), is named and written anew."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    for text in ["Agenda: budget・hiring・roadmap", "゠ ゛゜ \u3099\u309a", "特斯拉ฉันแพ้"]:
+        memory.archive.insert(agent, text)
+    memory.archive.log_messages(agent, [{"role": "user", "content": "Agenda: budget・hiring"}])
+    assert memory.archive.rows.stale_keyword_texts() == {}
+    _as_stored_before(memory, {"特斯拉ฉันแพ้": f"特斯拉ฉันแพ้{KEYWORD_LINE}特斯 斯拉 特 斯 拉 ฉ"})
+    assert [len(ids) for ids in memory.archive.rows.stale_keyword_texts().values()] == [1]
+    assert maintenance.doctor(settings) == 1
+    assert "passages: 1" in capsys.readouterr().out
+    maintenance.optimize(open_memory(settings))
+    assert open_memory(settings).archive.rows.stale_keyword_texts() == {}
     maintenance.doctor(settings)
     assert "keyword text" not in capsys.readouterr().out

@@ -168,7 +168,9 @@ class Found:
     cosine: float | None = None
     bm25: float | None = None
     seq: int | None = None
-    payload: str | None = None  # a message's payload (JSON text: what logged it, a tool result's tool); None: none read
+    plumbing: bool = (
+        False  # a message of the agent loop's own plumbing, told from its payload (``store.query.PLUMBING``)
+    )
 
 
 @dataclass(frozen=True)

@@ -189,11 +189,19 @@ def time_ago(then: datetime, reference: datetime | None = None) -> str:
 PREVIOUS_CHARS = 4000  # of the turn before a message, what its keyword text holds (the agent loop's rows run to 10M)
 
 
-def context_of(role: str, content: str) -> str:
-    """What a turn gives the next one's keyword text (``shape_message``'s ``previous``): its content, but nothing of a
-    tool result: an answer after a search is found by its own words and its question's, not by every word the
-    search returned (the result is found by those itself)."""
-    return "" if role == "tool" else content
+def passes_on(role: str, content: str) -> bool:
+    """Whether a turn leaves the next one's context (``context_of``) as it found it: a tool result, or a turn that
+    said nothing (``ranking.says``: an answer that only called tools, stored empty; a heartbeat)."""
+    return role == "tool" or not says(content)
+
+
+def context_of(role: str, content: str, before: str) -> str:
+    """What the next turn's keyword text holds of the turns before it (``shape_message``'s ``previous``) after a turn
+    of ``role`` and ``content``, ``before`` being what that turn's held: its content, or ``before`` when it passes it
+    on (``passes_on``). So an answer after a search (user, the answer calling the tool, its result, maybe a heartbeat,
+    the answer) holds the last thing said before the search, not every word the search returned (the result is found
+    by those itself): the question, when the call said nothing, or the words said with the call ("Let me check.")."""
+    return before if passes_on(role, content) else content
 
 
 def shape_message(content: str, created_at: datetime, previous: str = "") -> str:
@@ -303,7 +311,7 @@ class Archive:
                 self._text(project, f"messages[{n}].project")
             key = (agent_id, conversation)
             previous = latest[key] if key in latest else self._previous_turn(agent_id, conversation)
-            latest[key] = context_of(role, content)
+            latest[key] = context_of(role, content, previous)
             rows.append(
                 {
                     # id and seq are only set by importers (the tool's schema has neither)
@@ -331,9 +339,10 @@ class Archive:
 
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
         key = (agent_id, conversation)
-        if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
-            newest = self.store.rows.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
-            self._remember_turn(key, context_of(newest["role"], newest["content"]) if newest else "")
+        if key not in self._last_turn:  # first turn this process sees: the newest stored one that does not pass on
+            where = Filter(agent_id=agent_id, conversation_id=conversation)
+            newest = self.store.rows.newest("messages", where, lambda r: not passes_on(r["role"], r["content"]))
+            self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
 
     def forget_turns(self, agent_id: str) -> None:
@@ -684,6 +693,7 @@ class Archive:
         vector_rows: list[Found] = []
         vec: list[float] | None
         table, text = kind.table, query.text
+        legs = _legs_where(kind, where)  # the legs' filter
         words = keyword_query(text)  # the keyword leg's query (Chinese, Japanese and Korean words as bigrams too)
         roles = set(query.names)  # the names the agent's blocks give (``_analyse``)
         known = self._speakers.get(agent_id) if kind.speakers else set()
@@ -692,29 +702,29 @@ class Archive:
         if unusable is not None:  # the store's vectors are of another model: keywords alone, and the note says why
             notes.append(f"Keyword-only results (search_mode fts): {unusable}")
             vec, marked = None, False
-            fts_rows = self.store.search.text_search(table, words, where, pool)
+            fts_rows = self.store.search.text_search(table, words, legs, pool)
         elif focused is not None and self.embedder.ready:
             vec = self.vectors.query_vector(focused, notes)
             if vec is None:
-                fts_rows, marked = self.store.search.text_search(table, words, where, pool), False
+                fts_rows, marked = self.store.search.text_search(table, words, legs, pool), False
             else:
-                vector_rows, fts_rows, marks = self.store.search.search_legs(table, words, vec, where, pool)
+                vector_rows, fts_rows, marks = self.store.search.search_legs(table, words, vec, legs, pool)
                 marked = self._catch_up(table, where, marks)
                 if marked:  # rows just embedded are found by meaning in this very search
-                    vector_rows = self.store.search.vector_search(table, vec, where, pool)
+                    vector_rows = self.store.search.vector_search(table, vec, legs, pool)
         else:
-            fts_future = self.store.search.start_text_search(table, words, where, pool)
+            fts_future = self.store.search.start_text_search(table, words, legs, pool)
             vec = self.vectors.query_vector(focused or text, notes)
             marked = vec is not None and self._catch_up(table, where, self.store.rows.unembedded_marks(table))
             if vec is not None and focused is not None:
-                vector_rows = self.store.search.vector_search(table, vec, where, pool)
+                vector_rows = self.store.search.vector_search(table, vec, legs, pool)
             fts_rows = fts_future.result()
         query = query.naming((self._learn_speakers(agent_id, fts_rows) if kind.speakers else set()) | roles)
         mode: Literal["hybrid", "fts"] = "fts" if vec is None else "hybrid"
         if vec is not None and query.focused != focused:  # first search of this agent, or a new speaker
             focused = query.focused
             vec = self.embedder.embed([focused])[0] if focused != text or known is not None else vec
-            vector_rows = self.store.search.vector_search(table, vec, where, pool)
+            vector_rows = self.store.search.vector_search(table, vec, legs, pool)
         missing = self._unembedded(table, where) if mode == "hybrid" and marked else 0
         if missing:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
@@ -871,13 +881,13 @@ class Archive:
 
     def _linked_rows(self, table: str, where: Filter, *, said_only: bool = False) -> dict[str, Hit]:
         """The rows of ``table`` under ``where`` as results, by id; ``said_only``: only those a search returns
-        (``ranking.said``: a message's payload read to tell the agent loop's plumbing apart)."""
+        (``ranking.said``: of a message, the store tells from its payload whether it is the agent loop's plumbing)."""
         if not said_only:
             rows = self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])
             return {r["id"]: _as_hit(table, r) for r in rows}
-        columns = (*RESULT_COLUMNS[table], "payload") if table == "messages" else RESULT_COLUMNS[table]
+        columns = (*RESULT_COLUMNS[table], "plumbing") if table == "messages" else RESULT_COLUMNS[table]
         rows = self.store.conn.rows(table, where, columns=columns)
-        return {r["id"]: _as_hit(table, r) for r in rows if says(r["content"], r.get("role"), r.get("payload"))}
+        return {r["id"]: _as_hit(table, r) for r in rows if says(r["content"]) and not r.get("plumbing")}
 
     def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         from .tokens import fit_to_budget
@@ -933,6 +943,17 @@ def _found_hit(table: str, f: Found) -> Hit:
             "conversation_id": f.conversation_id,
         },
     )
+
+
+def _legs_where(kind: Kind, where: Filter) -> Filter:
+    """The filter of a search's legs: ``where``, and of a search reading tool results, none of the agent loop's
+    plumbing (``store.query.TOOL_PLUMBING``, in the store: hundreds of send_message results would otherwise fill the
+    legs' depth, and the real results past it be lost). Only then: the clause reads the payloads of the rows of the
+    searched roles (the bitmap index on role picks them), and a search of what was said meets few of the loop's
+    answers (``Found.plumbing`` leaves those out of what the legs read)."""
+    if kind.table != "messages" or where.roles is None or "tool" not in where.roles:
+        return where
+    return replace(where, plumbing_results=False)
 
 
 def _as_hit(table: str, r: dict[str, Any]) -> Hit:

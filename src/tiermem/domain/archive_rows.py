@@ -18,7 +18,7 @@ from ..base.records import Message, Passage
 from ..store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
 from .links import Link
-from .search.cjk import MAX_CHARS, SCRIPTS, base_of, keyword_text
+from .search.cjk import MAX_CHARS, base_of, keyword_text, scripts
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -214,7 +214,7 @@ class AgentRows:
         kept = [
             r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows
         ]
-        # a backup of an older store holds keyword texts without the bigrams of some words (``cjk.SCRIPTS``)
+        # a backup of an older store holds keyword texts without the bigrams of some words (``cjk.scripts``)
         kept = [{**r, "text": keyword_text(base_of(r["text"]))} if isinstance(r.get("text"), str) else r for r in kept]
         return self.store.rows.merge_rows(_searchable(table), key, kept)
 
@@ -229,11 +229,11 @@ class AgentRows:
 
     def stale_keyword_texts(self) -> dict[str, list[str]]:
         """The rows, by table, whose keyword text lacks the bigrams of its words of the scripts written as bigrams
-        (``cjk.SCRIPTS``: stored by a tiermem that wrote none, or none of those scripts), by the store's own filter (ids
-        only: the texts are read there, never here): for one of the scripts, a character of it in the text's first
-        ``cjk.MAX_CHARS`` characters and none in its line of bigrams (or no line). Asked whatever the store's mark
+        (``cjk.scripts``: stored by a tiermem that wrote none, or none of those scripts), by the store's own filter (ids
+        only: the texts are read there, never here): for one of the scripts, its expression matching the text's first
+        ``cjk.MAX_CHARS`` characters and not its line of bigrams (or no line). Asked whatever the store's mark
         (``KEYWORD_TEXT``) says: an older tiermem may write to a store after ``regram`` has marked it."""
-        where = Filter(lines_lacking=(MAX_CHARS, SCRIPTS))
+        where = Filter(lines_lacking=(MAX_CHARS, scripts()))
         found = {}
         for table in SEARCHABLE:
             ids = [r["id"] for r in self.store.conn.rows(table, where, columns=("id",))]

@@ -43,7 +43,7 @@ from ..base.chunking import holds_across
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us
 from ..store import Filter
-from .archive import context_of, shape_message
+from .archive import context_of, passes_on, shape_message
 from .blocks import Rethink
 
 if TYPE_CHECKING:
@@ -343,7 +343,8 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
             if after_gone or any(n in r["text"] for n in needles) or (text and text in previous):
                 r["text"] = shape_message(r["content"], from_us(r["created_us"]), _without(previous, text))
                 changed.append(r)
-            previous, after_gone = context_of(r["role"], r["content"]), False
+            passing = passes_on(r["role"], r["content"])  # a tool result passes a forgotten turn's start on too
+            previous, after_gone = context_of(r["role"], r["content"], previous), after_gone and passing
         memory.archive.forget_turns(agent)
     rows.retext("messages", changed)
     done.retexted += len(changed)

@@ -30,7 +30,7 @@ from ..base.object_errors import DOCS, FAILURES, explain, is_object_uri, store_c
 from ..base.records import new_id, now
 from .boundary import first_line, is_conflict, library, reads, writes
 from .loading import import_lancedb
-from .query import Filter, compile_filter
+from .query import Filter, compile_filter, projection
 from .schemas import (
     EMBEDDING_LOCK_FILE,
     KEYWORD_TEXT,
@@ -244,7 +244,8 @@ class Connection:
         latest: bool = False,
     ) -> list[dict[str, Any]]:
         """The rows of ``where`` (every column, or ``columns``; limit None: every matching row). ``latest``: at the
-        table's newest version, not one read up to ``read_staleness`` ago (a check made under ``exclusive``)."""
+        table's newest version, not one read up to ``read_staleness`` ago (a check made under ``exclusive``).
+        ``columns`` may name values LanceDB computes of a row (``query.COMPUTED``)."""
         text = compile_filter(where)
         with library(self.uri, f"the {table} table"):
             if latest:
@@ -253,7 +254,7 @@ class Connection:
             if text:
                 q = q.where(text)
             if columns is not None:
-                q = q.select(list(columns))
+                q = q.select(projection(columns))
             rows: list[dict[str, Any]] = q.limit(limit).to_list()
         for r in rows:
             r.pop("_distance", None)  # never a column: only what a vector query scores

@@ -51,6 +51,7 @@ class Filter:
     # messages whose payload (JSON text) holds this text as JSON writes it in a string, non-ASCII escaped or not: a
     # model's own text kept there (an answer's beside its send_message reply); the caller checks the rows it gets
     payload_holds: str | None = None
+    plumbing_results: bool | None = None  # False: no tool result of the agent loop's plumbing (``TOOL_PLUMBING``)
     # rows whose keyword text lacks the bigrams it should have: (n, expressions): for one of these regular
     # expressions, the ``text`` column's first n characters match it and its line of bigrams (from
     # ``records.KEYWORD_LINE`` to the line's end) does not, or it has no such line (``regexp_like``, in the store)
@@ -82,6 +83,37 @@ def sql_list(values: Iterable[str]) -> str:
 
 def _in(values: Iterable[str]) -> str:
     return "(" + ", ".join(sql_str(v) for v in values) + ")"
+
+
+# The agent loop's own plumbing among messages, which no search returns (``domain.search.ranking.said``), told by
+# LanceDB from a row's role and payload (JSON text: the loop's and a Letta import's name the tool, so rows of any age
+# are told, with no migration): the result of conversation_search (the loop's own searches: their hits would come
+# back nested) or send_message (a fixed "Sent message successfully.": the reply is its call's answer row), and an
+# answer calling conversation_search (stored with its text before ``agent.llm.recall_content`` kept that aside: found
+# for the words it searched for). A tool is named as a JSON value of a key "name", spaced any way (a string holding
+# such text escapes its quotes, so does not match).
+PLUMBING_RESULTS, SEARCHING = ("conversation_search", "send_message"), "conversation_search"
+
+
+def _names(tools: Iterable[str]) -> str:
+    """Whether a row's payload names one of ``tools`` (false for a row without a payload)."""
+    named = '"name":\\s*"(' + "|".join(tools) + ')"'
+    return f"coalesce(regexp_like(payload, {sql_str(named)}), false)"
+
+
+TOOL_PLUMBING = f"(role = 'tool' AND {_names(PLUMBING_RESULTS)})"
+# The same of any message, as a value a read may name as a column (``COMPUTED``), computed in the store: the
+# payloads (a Letta import's holds the whole original message) are never shipped back
+PLUMBING = f"({TOOL_PLUMBING} OR (role = 'assistant' AND {_names((SEARCHING,))}))"  # Lance's projections take no CASE
+COMPUTED = {"plumbing": PLUMBING}  # values of a message a read names as columns: the expression LanceDB computes
+
+
+def projection(columns: Iterable[str]) -> list[str] | dict[str, str]:
+    """What a read selects for ``columns`` (names of columns, or of ``COMPUTED`` values)."""
+    names = list(columns)
+    if not any(c in COMPUTED for c in names):
+        return names
+    return {c: COMPUTED.get(c, c) for c in names}
 
 
 _LINE = sql_str(KEYWORD_LINE)
@@ -152,6 +184,8 @@ def compile_filter(where: Filter | None) -> str | None:
             raise ValidationError("The text to look for is empty; give the text itself.")
         written = {json.dumps(where.payload_holds)[1:-1], json.dumps(where.payload_holds, ensure_ascii=False)[1:-1]}
         clauses.append("(" + " OR ".join(f"strpos(payload, {sql_str(w)}) > 0" for w in sorted(written)) + ")")
+    if where.plumbing_results is not None:
+        clauses.append(TOOL_PLUMBING if where.plumbing_results else f"NOT {TOOL_PLUMBING}")
     if where.text_holds is not None:
         if not where.text_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")

@@ -2,9 +2,10 @@
 
 Each leg reads only what a search needs of its candidates: the id, the content (the ranker's text features),
 the creation time (its date feature), the few columns a result shows (a passage's tags; a message's role and
-conversation, and its place in the log: the ranker's neighbour features; a message's payload, which tells the
-agent loop's own searches apart) and the leg's score; never the vector or the keyword text. Reading the shown columns in the legs costs nothing measurable beside the content, and saves a
-third query for the fused top k (``python -m bench scale --profile DIR``).
+conversation, and its place in the log: the ranker's neighbour features; whether a message is the agent loop's own
+plumbing, computed from its payload in the store) and the leg's score; never the vector, the keyword text or the
+payload. Reading the shown columns in the legs costs nothing measurable beside the content, and saves a third query
+for the fused top k (``python -m bench scale --profile DIR``).
 
 Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
 makes five hand-offs to that loop per query (schema twice, the plan, the batches twice; each a GIL round trip
@@ -35,7 +36,7 @@ from ..base.records import Found
 from .boundary import library, reads
 from .connection import Connection
 from .indexes import Indexes, vector_partitions
-from .query import Filter, compile_filter
+from .query import Filter, compile_filter, projection
 from .tables import marks_in
 
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
@@ -53,10 +54,11 @@ EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
 HIT_COLUMNS = {
-    "messages": ("role", "conversation_id", "seq", "payload"),
+    "messages": ("role", "conversation_id", "seq", "plumbing"),
     "passages": ("tags",),
     "file_chunks": ("tags",),
-}  # shown, or ranked (seq), or what leaves a row out of the results (a message's payload: ``ranking.said``)
+}  # shown, or ranked (seq), or what leaves a row out of the results (whether a message is the agent loop's plumbing,
+# computed in the store from its payload, which is never shipped back: ``query.PLUMBING``, ``ranking.said``)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 SETTLED_SECONDS = 1.0  # how long a table's version must hold before its legs try to skip the agent filter
@@ -74,6 +76,11 @@ def vector_nprobes(rows: int) -> int:
 def vector_refine(rows: int) -> int:
     """How many times the limit a vector search re-ranks by full vectors in a table of ``rows`` rows."""
     return EXACT_REFINE if rows <= EXACT_PROBE_ROWS else VECTOR_REFINE
+
+
+def _columns(table: str, score: str) -> list[str] | dict[str, str]:
+    """What a leg over ``table`` selects of each row, its ``score`` too (``query.projection``)."""
+    return projection((*LEG_COLUMNS, *HIT_COLUMNS[table], score))
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -115,7 +122,7 @@ def found_in(data: Any) -> list[Found]:
                 cosine=None if distance is None else 1.0 - float(distance),
                 bm25=None if bm25 is None else float(bm25),
                 seq=r.get("seq"),
-                payload=r.get("payload"),
+                plumbing=bool(r.get("plumbing")),
             )
         )
     return out
@@ -264,7 +271,7 @@ class Search:
             q = at.query().nearest_to(vec).column("vector").distance_type("cosine")
             # Never ship vectors back (converting them costs more than the search); naming the score column keeps
             # Lance from warning on every query. The ANN knobs are ignored while the table has no vector index.
-            q = q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_distance"])
+            q = q.select(_columns(table, "_distance"))
             return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(vector_refine(rows))
 
         return build
@@ -280,7 +287,7 @@ class Search:
 
         async def build(version: int | None) -> Any:
             q = at.query().nearest_to_text(words, columns="text")
-            return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
+            return q.select(_columns(table, "_score"))
 
         return build
 

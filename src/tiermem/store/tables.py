@@ -304,14 +304,17 @@ class Rows:
         return int(found) if found is not None else None
 
     @reads("the latest row")
-    def newest(self, table: str, where: Filter) -> dict[str, Any] | None:
-        """The latest row matching ``where`` (by time, then sequence): its content, created_us and seq (a message's
-        role too)."""
+    def newest(
+        self, table: str, where: Filter, keep: Callable[[dict[str, Any]], bool] | None = None
+    ) -> dict[str, Any] | None:
+        """The latest row matching ``where`` (by time, then sequence), of those ``keep`` keeps (None: all): its content,
+        created_us and seq (a message's role too)."""
         q = self.conn.tables[table].search()
         text = compile_filter(where)
         cols = ["content", "created_us", "seq", *(["role"] if table == "messages" else [])]
         data = (q.where(text) if text else q).select(cols).limit(None).to_list()
-        return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
+        kept = data if keep is None else filter(keep, data)
+        return max(kept, key=lambda r: (r["created_us"], r["seq"]), default=None)
 
     @reads("turns")
     def turns(self, table: str, where: Filter) -> list[dict[str, Any]]:

@@ -27,9 +27,9 @@ leg tells them apart. A word of one unit is not written alone (Chinese character
   (``re``'s ``\\w`` leaves out those scripts' marks).
 - ``word_count``: the ranker's ``length`` feature's word count (a Chinese or Japanese character counts half a word;
   Thai, Lao, Burmese and Khmer count by spaces, as before).
-- ``base_of``: the text a keyword text was made from. A stored keyword text holding a character of one group of
-  ``SCRIPTS`` and a line of bigrams (``records.KEYWORD_LINE``) without one, or no line, predates their bigrams:
-  ``tiermem doctor`` asks the store for those rows, ``tiermem optimize`` writes them anew.
+- ``base_of``: the text a keyword text was made from. A stored keyword text matching one of ``scripts`` and a line
+  of bigrams (``records.KEYWORD_LINE``) that does not, or no line, predates their bigrams: ``tiermem doctor`` asks
+  the store for those rows, ``tiermem optimize`` writes them anew.
 
 Only the first ``MAX_CHARS`` characters of a text are written as bigrams, here and in ``query.terms``: a longer text's
 further words count as whole runs, as before bigrams (its keyword text would otherwise be about six times its length,
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 
 from ...base.records import KEYWORD_LINE
 
@@ -70,9 +71,6 @@ _MARKS = (
 _SPLITTING = "\u0e47-\u0e4c\u0e4e\u0eba\u0ec8-\u0ecc\u1037\u1039\u103a\u17b4\u17b5\u17c9-\u17d3\u17dd"
 _SEA = _SEA_LETTERS + _MARKS
 CHARACTERS = f"[{_CJK}{_SEA}]"  # a regular expression (Python's and LanceDB's) matching one such character
-# For each group of scripts, a regular expression matching a character of it that a keyword text's line of bigrams
-# holds whenever the text does (within ``MAX_CHARS``): a row holding one and a line without one predates their bigrams
-SCRIPTS = (f"[{_CJK}]", f"[{_SEA_LETTERS}]")
 MAX_CHARS = 100_000  # the characters of a text written as bigrams (the rest: whole runs)
 _RUN = re.compile(CHARACTERS + "+")
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -87,6 +85,28 @@ WORD, WORD_START = re.compile(f"[\\w{_SEA}]+"), re.compile(f"[\\w{_SEA}]*")
 
 _LINE = KEYWORD_LINE  # the keyword text's last line of bigrams starts with it
 MARK = _LINE.strip()  # "␟": no word character, never indexed
+
+
+@cache
+def scripts() -> tuple[str, ...]:
+    """For each group of scripts, a regular expression (Python's and LanceDB's) that a keyword text's line of bigrams
+    matches whenever the text's first ``MAX_CHARS`` characters do: a row whose text matches one and whose line does
+    not (or that has no line) predates their bigrams. Chinese, Japanese and Korean: a character that is a word
+    character (``WORD``), which the line holds alone: not a punctuation mark of the blocks ("・", "゠"), a combining or
+    spacing sound mark ("゛", U+3099) or a code point unassigned in this Python's Unicode, all of them in ``CHARACTERS``
+    but never on the line (a text holding one would be named forever, and written anew the same). Thai, Lao, Burmese
+    and Khmer: two letters of one run, the marks between them (the line holds them as a bigram; a run of one letter
+    is written as it is, so a row of those alone is named by neither). Built on first use (~0.07 s)."""
+    word, unspaced = WORD.fullmatch, re.compile(f"[{_CJK}]").fullmatch
+    spans: list[list[int]] = []
+    for point in range(0x1100, 0x31350):  # the blocks of ``_CJK``
+        if unspaced(chr(point)) and word(chr(point)):
+            if spans and spans[-1][1] == point - 1:
+                spans[-1][1] = point
+            else:
+                spans.append([point, point])
+    cjk = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in spans)
+    return f"[{cjk}]", f"[{_SEA_LETTERS}][{_MARKS}]*[{_SEA_LETTERS}]"
 
 
 def has_grams(text: str) -> bool:

@@ -282,17 +282,15 @@ def said(row: Found | Hit) -> bool:
     """Whether a found row is something said: an empty or blank turn (stored before conversation_log refused them,
     imported: a Letta turn that only called tools, or an answer of the agent loop calling conversation_search, whose
     text recall keeps aside: ``agent.llm.recall_content``), a heartbeat (``heartbeat``) and the agent loop's own
-    plumbing (``plumbing``: read from the payload a leg read) are no result of any search. Checked on the rows the
-    legs read, content in hand (a LanceDB clause on ``content`` would read every row's text, every search);
-    ``isspace`` stops at the first other character."""
-    return says(row.content, row.role, row.payload if isinstance(row, Found) else None)
+    plumbing (``Found.plumbing``: told by the store from the payload, ``store.query.PLUMBING``) are no result of any
+    search. Checked on the rows the legs read, content in hand (a LanceDB clause on ``content`` would read every
+    row's text, every search); ``isspace`` stops at the first other character."""
+    return says(row.content) and not (isinstance(row, Found) and row.plumbing)
 
 
-def says(content: str, role: str | None, payload: str | None) -> bool:
-    """``said`` of a row's content, role and payload (None: not read)."""
-    if not content or content.isspace() or heartbeat(content):
-        return False
-    return not plumbing(role, payload)
+def says(content: str) -> bool:
+    """``said`` of a row's content alone: not empty or blank, and no heartbeat."""
+    return bool(content) and not content.isspace() and not heartbeat(content)
 
 
 HEARTBEAT_CHARS = 2000  # the longest text read as a heartbeat: Letta's and the loop's are JSON of some 200 characters
@@ -312,33 +310,6 @@ def heartbeat(content: str) -> bool:
     except (ValueError, RecursionError):  # not JSON (RecursionError: nested too deep): a turn like any other
         return False
     return isinstance(value, dict) and value.get("type") == "heartbeat"
-
-
-# The tools whose results recall searches leave out: the results of conversation_search (the loop's own searches,
-# whose hits would come back again, nested) and send_message (a fixed "Sent message successfully.": the reply itself
-# is its call's answer row, ``agent.llm.replied``).
-PLUMBING_RESULTS = frozenset({"conversation_search", "send_message"})
-SEARCHING = "conversation_search"  # an answer calling it is left out (Letta's conversation_search does the same)
-
-
-def plumbing(role: str | None, payload: str | None) -> bool:
-    """Whether a turn is the agent loop's plumbing, read from its payload (the loop's, a Letta import's: rows of any
-    age): the result of a ``PLUMBING_RESULTS`` tool (``{"kind": "tool_result", "name": ...}``), or an answer calling
-    conversation_search (stored with its text before ``recall_content`` kept that text aside: the answer right
-    before a search would be found for the words it searched for). Only a payload naming one of those tools is
-    parsed."""
-    if not payload or role not in ("tool", "assistant") or not any(t in payload for t in PLUMBING_RESULTS):
-        return False
-    try:
-        value = json.loads(payload)
-    except (ValueError, RecursionError):  # not JSON (RecursionError: nested too deep): nothing the loop wrote
-        return False
-    if not isinstance(value, dict):
-        return False
-    if role == "tool":
-        return value.get("kind") == "tool_result" and value.get("name") in PLUMBING_RESULTS
-    calls = value.get("tool_calls")
-    return isinstance(calls, list) and any(isinstance(c, dict) and c.get("name") == SEARCHING for c in calls)
 
 
 def features(query: Query, candidates: Sequence[Candidate], context: Context | None = None) -> list[list[float]]:

@@ -168,3 +168,42 @@ def test_a_block_holding_a_key_inside_a_longer_token_refuses_the_key_alone(setti
     with pytest.raises(SecretError, match="a GitHub token"):
         memory.edit(agent, "human", Rethink(f"token {GHP}Zz9\nclean {GHP}", check_line_numbers=False))
     assert memory.block(agent, "human").value == f"token {GHP}Zz9"
+
+
+def test_an_edit_of_a_long_text_is_judged_as_a_whole_scan_would() -> None:
+    """An edit of a long block is scanned around what changed (``secrets._changed``): a credential the edit makes,
+    its cue far from the end, next to it or split by the edit, is refused, named at its place in the whole text; one
+    held before and kept is not; a key block begun far above is read whole."""
+    filler = "".join(f"note {n}: the garden needs water on day {n % 7}\n" for n in range(900))  # ~40 KB
+    assert len(filler) > 20_000
+    # an append that completes a sentence naming a password
+    before = filler + "the wifi password is"
+    with pytest.raises(SecretError, match=r"line 901"):
+        secrets.refuse(before + " Tr0ub4dor&3xyz", "the test", before=before)
+    # the value on the line after a "Password:" line already there
+    before = filler + "Password:\n"
+    with pytest.raises(SecretError, match=r"line 902"):
+        secrets.refuse(before + "Tr0ub4dor&3xyz\n", "the test", before=before)
+    # a credential written in the middle of the text, and one that was there before, far above, kept
+    middle = len(filler) // 2
+    held = f"aws {AKIA}\n" + filler
+    edited = held[:middle] + f"\nnew token {GHP}\n" + held[middle:]
+    with pytest.raises(SecretError, match="a GitHub token") as refused:
+        secrets.refuse(edited, "the test", before=held)
+    assert "AWS" not in str(refused.value)
+    secrets.refuse(held + "likes tea\n", "the test", before=held)
+    # a second copy, far from the first, is new, as in a whole scan
+    with pytest.raises(SecretError, match="an AWS access key"):
+        secrets.refuse(held + f"again {AKIA}\n", "the test", before=held)
+    # a private key block begun far above the append that ends it
+    key = "-----BEGIN RSA PRIVATE KEY-----\n" + "".join("MIIEowIBAAKCAQEAq" + "x" * 47 + "\n" for _ in range(30))
+    before = key + filler
+    with pytest.raises(SecretError, match="private key"):
+        secrets.refuse(before + "-----END RSA PRIVATE KEY-----\n", "the test", before=before)
+    # the window and a whole scan agree on every change made at every place of a long text
+    for at in range(0, len(filler), 997):
+        for piece in (f" {GHP} ", " Password:\n", " likes tea ", f"{AKIA[:10]}"):
+            text = filler[:at] + piece + filler[at:]
+            window = [(f.kind, f.start, f.end) for f in secrets._new(text, filler)]
+            whole = [(f.kind, f.start, f.end) for f in secrets._new_whole(text, filler)]
+            assert window == whole, (at, piece)

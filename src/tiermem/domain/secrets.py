@@ -1401,8 +1401,53 @@ def refuse(text: str, where: str, *, before: str = "") -> None:
     )
 
 
+# An edit of a long text (an append to a block of 50 KB) is scanned around what changed, not whole: the part both
+# texts share before and after the change was scanned when it was written. ``_MARGIN`` characters each side, out to
+# whole lines, hold whatever a credential's cue and value need (a "Password:" line and the next); a text with a
+# private key's BEGIN line (a block spans thousands of characters) or a JSON document (read whole) is scanned whole.
+_WINDOWED_FROM, _MARGIN = 8_000, 2_000
+
+
+def _shared_ends(a: str, b: str) -> tuple[int, int]:
+    """The lengths of the prefix and the suffix ``a`` and ``b`` share (not overlapping), by halving: C-speed."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid - 1)
+    prefix, room = lo, n - lo
+    lo, hi = 0, room
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if a[len(a) - mid :] == b[len(b) - mid :] else (lo, mid - 1)
+    return prefix, lo
+
+
+def _changed(text: str, before: str) -> tuple[int, int, int] | None:
+    """Where ``text`` differs from ``before``, with the margin: (start, end in ``text``, end in ``before``); None
+    when both are to be scanned whole."""
+    if len(text) < _WINDOWED_FROM or "-----BEGIN" in text or text.lstrip()[:1] in ("{", "["):
+        return None
+    prefix, suffix = _shared_ends(text, before)
+    start = text.rfind("\n", 0, max(0, prefix - _MARGIN)) + 1
+    end = text.find("\n", min(len(text), len(text) - suffix + _MARGIN))
+    end = len(text) if end < 0 else end
+    if start == 0 and end == len(text):
+        return None
+    return start, end, end - (len(text) - len(before))
+
+
 def _new(text: str, before: str) -> list[Finding]:
     """The findings in ``text`` beyond those in ``before``, each secret compared whole (invisible characters aside)."""
+    window = _changed(text, before)
+    if window is None:
+        return _new_whole(text, before)
+    start, end, before_end = window
+    found = _new_whole(text[start:end], before[start:before_end])
+    return [Finding(f.kind, f.start + start, f.end + start) for f in found]
+
+
+def _new_whole(text: str, before: str) -> list[Finding]:
     found = find(text)
     if not found:
         return []

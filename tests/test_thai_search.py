@@ -19,6 +19,8 @@ from tiermem.domain.search import cjk
 from tiermem.domain.search.query import terms
 from tiermem.store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION
 
+from .test_cjk_search import _keyword_hit
+
 FACTS = [
     "ฉันแพ้ถั่วลิสง",  # I am allergic to peanuts
     "แม่ของฉันชอบกินข้าวเหนียวมะม่วง",  # my mother likes mango sticky rice
@@ -46,13 +48,6 @@ ASKED = {
     "รหัสไวไฟ": 6,
     "ចូលចិត្ត": 8,
 }
-
-
-def _keyword_hit(memory: Memory, agent: str, query: str) -> str:
-    hits = memory.archive.search(agent, query, top_k=3).hits
-    found = [h for h in hits if h.fts_rank == 1]
-    assert found, f"{query!r}: no keyword match in {[h.content for h in hits]}"
-    return found[0].content
 
 
 def test_a_thai_lao_burmese_or_khmer_word_is_found_by_keywords(settings: Settings) -> None:

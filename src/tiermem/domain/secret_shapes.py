@@ -178,32 +178,14 @@ _QUOTED = r"(?:[\"\u201c\u201e\u00ab\u300c]\s?([^\"\u201c\u201d\u00bb\u300d\n]{1
 _LATIN_BARE = (
     r"((?>(?:[^\s\"'\u201c\u201e\u00ab\u300c.,;)]|[.,;)]++(?=[^\s\"'\u201c\u201e\u00ab\u300c]))+))(?=[.,;)]*+(?:\s|$))"
 )
-FOREIGN_PASSWORD = (
-    r"(?:"
-    + _LATIN_CUE
-    + _LATIN_FOR
-    + _LATIN_IS
-    + r"|"
-    + _ITALIAN
-    + r")"
-    + _NOT_A_CUE
-    + r"(?:"
-    + _QUOTED
-    + r"|"
-    + _LATIN_BARE
-    + r")"
-)
+_LATIN_VALUE = _NOT_A_CUE + r"(?:" + _QUOTED + r"|" + _LATIN_BARE + r")"  # what follows a cue and its verb
+FOREIGN_PASSWORD = r"(?:" + _LATIN_CUE + _LATIN_FOR + _LATIN_IS + r"|" + _ITALIAN + r")" + _LATIN_VALUE
 # Spanish "clave" alone: what it is, "es" or a colon, and the value (a key's rules: random-looking, 16 or more)
 CLAVE = (
     r"[cC](?<![^\W\d_].)(?i:(?<=c)lave(?<!palabra clave)(?<!palabras clave))(?![^\W_])"
     + _LATIN_FOR
     + _LATIN_IS
-    + _NOT_A_CUE
-    + r"(?:"
-    + _QUOTED
-    + r"|"
-    + _LATIN_BARE
-    + r")"
+    + _LATIN_VALUE
 )
 # Japanese and Chinese: the word, "は"/"是"/"为" or a colon, and the value in quotes or as a run of ASCII (the
 # sentence goes on in its own script, with no space: "密码是Mima12345，记住")

@@ -923,3 +923,27 @@ def test_undecodable_text_is_replaced_not_the_turn_dropped(
     ]
     _, err = capsys.readouterr()
     assert "failed" not in err and "unreadable" not in err, err
+
+
+def test_a_session_hook_finds_a_server_that_comes_after_it(
+    model_settings: Settings, opened: tuple[Memory, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host may run a session's first hook before it has started its server at all (no server process yet, so
+    none is "starting"): SessionStart looks for one a little while (``SESSION_GRACE``) and gets its context; a prompt
+    hook does not wait for a server no one is starting."""
+    memory, agent = opened
+    hl = HookListener(MemoryHandle(lambda: opened), model_settings, resolve_tools(["default"]), Shutdown())
+    timer = threading.Timer(1.0, hl.start)
+    timer.start()
+    try:
+        started = time.monotonic()
+        out, err = hook(
+            model_settings, {"hook_event_name": "SessionStart", "session_id": "g1", "source": "startup"}, capsys
+        )
+        assert out is not None and "no tiermem server" not in err, err
+        assert time.monotonic() - started < hooks.SESSION_GRACE + hooks.TAKE_TIMEOUT
+    finally:
+        timer.join()
+        hl.close()
+    out, err = hook(model_settings, prompt("g2", "What is my cat called?", "x"), capsys)
+    assert out is None and "no tiermem server is running" in err

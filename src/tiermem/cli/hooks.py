@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 EVENTS_WITH_CONTEXT = ("SessionStart", "UserPromptSubmit")
 LOGGED_EVENTS = ("UserPromptSubmit", "Stop")  # their turn is logged with its project (the input's ``cwd``)
 START_WAIT = 8.0  # seconds a hook waits for a server that is starting to open its socket
+# A session's first hook may run before its host has even started its servers (Claude Code starts both at once;
+# on a loaded machine the server's process can come second): SessionStart looks this long for one to appear
+SESSION_GRACE = 3.0
 # A server takes a request (connects, reads it, acknowledges it) in milliseconds, even while it loads its model: one
 # that has not within TAKE_TIMEOUT is stopped or hung, and the hook gives up on it instead of keeping the host waiting.
 TAKE_TIMEOUT = 3.0
@@ -114,7 +117,8 @@ def run(
             )
             return 0
         within = ANSWER_TIMEOUT.get(event, DEFAULT_ANSWER_TIMEOUT)
-        answer = ask(key, request, wait=START_WAIT, answer_within=within, until=until)
+        grace = SESSION_GRACE if event == "SessionStart" else 0.0
+        answer = ask(key, request, wait=START_WAIT, answer_within=within, until=until, grace=grace)
     except Unavailable as exc:
         _note(f"{event or 'hook'}: {exc}; the prompt goes through unchanged")
         return 0
@@ -182,14 +186,16 @@ def ask(
     answer_within: float = DEFAULT_ANSWER_TIMEOUT,
     until: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    grace: float = 0.0,
 ) -> dict[str, Any]:
     """Send ``request`` to a live server of ``key``; its answer. Waits up to ``wait`` s for one that is starting, up
     to ``TAKE_TIMEOUT`` s for a server to take the request (then tries the next; one shutting down is passed over at
     once), and ``answer_within`` s for the answer of the server that took it (then gives up: that server has the
     request). Nothing waits past ``until`` (a time of ``clock``; default ``BUDGET`` s from now): once it has come, no
-    other server is tried."""
+    other server is tried. ``grace``: seconds it looks for a server even when none is starting (within ``wait``)."""
     until = clock() + BUDGET if until is None else until
     deadline = min(clock() + wait, until)
+    looking = min(clock() + grace, deadline)
     tried: list[str] = []
     why = ""
     spent = False
@@ -215,7 +221,8 @@ def ask(
             except OSError as exc:
                 tried.append(f"{path.name}: {exc}")
         # a server that listens in one of the directories is not starting
-        if clock() >= deadline or not all(starting_server(d) for d in (directories or [None])):
+        now = clock()
+        if now >= deadline or (now >= looking and not all(starting_server(d) for d in (directories or [None]))):
             break
         time.sleep(0.05)
     if spent:

@@ -306,3 +306,26 @@ def _updated_into(got: list[str]):  # type: ignore[no-untyped-def]
             got.append(str(root.params.uri))
 
     return on_message
+
+
+def test_a_publish_cancelled_on_the_event_loop_does_not_kill_the_watch_thread() -> None:
+    """The watch thread hands each change to the event loop; a server that is stopping cancels that publish there,
+    and the thread gets the loop's CancelledError (not an Exception): it goes on (the next tick sees the loop gone)
+    instead of dying with an unhandled exception."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import anyio.lowlevel
+    import anyio.to_thread
+
+    from tiermem.server.notifier import Notifier
+
+    async def main() -> bool:
+        async def publish() -> None:
+            raise asyncio.CancelledError
+
+        watch = SimpleNamespace(_loop=anyio.lowlevel.current_token(), _stopped=lambda: False)
+        result: bool = await anyio.to_thread.run_sync(Notifier._publish_from_watch, watch, publish)
+        return result
+
+    assert anyio.run(main) is True

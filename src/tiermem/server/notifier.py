@@ -28,6 +28,7 @@ others' state under one lock.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import threading
@@ -277,6 +278,8 @@ class Notifier:
         except RuntimeError as exc:  # the event loop is gone: the server is stopping
             log.debug("watch: stopped: %s", exc)
             return self._stopped()
+        except asyncio.CancelledError:  # the loop cancelled the publish (it is stopping): the next tick tells
+            log.debug("watch: a publish was cancelled on the event loop")
         except Exception as exc:
             log.warning("watch: could not publish a change: %s", exc)
         return True

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -78,6 +79,16 @@ def test_english_keyword_text_and_terms_are_unchanged() -> None:
     assert cjk.word_count("我对花生过敏") == 1 + 3
 
 
+def _as_stored_before_bigrams(store: Any) -> list[dict[str, Any]]:
+    """The store's passages as an older tiermem stored them: keyword texts without bigrams, and no mark; the rows."""
+    rows = store.rows.select("passages", None, limit=100)
+    for r in rows:
+        r["text"] = cjk.base_of(r["text"])
+    store.rows.upsert_rows("passages", "id", rows)
+    store.conn.set_meta(KEYWORD_TEXT, "")
+    return rows
+
+
 def test_doctor_names_rows_of_an_older_keyword_text_and_optimize_writes_them_anew(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -87,11 +98,7 @@ def test_doctor_names_rows_of_an_older_keyword_text_and_optimize_writes_them_ane
     memory.archive.insert(agent, FACTS[-1])
     store = memory.archive.store
     # as an older tiermem stored it: the keyword text without bigrams, and no mark
-    rows = store.rows.select("passages", None, limit=100)
-    for r in rows:
-        r["text"] = cjk.base_of(r["text"])
-    store.rows.upsert_rows("passages", "id", rows)
-    store.conn.set_meta(KEYWORD_TEXT, "")
+    rows = _as_stored_before_bigrams(store)
     assert memory.archive.rows.stale_keyword_texts() == {"passages": [rows[0]["id"]]}
     assert maintenance.doctor(settings) == 1
     out = capsys.readouterr().out
@@ -207,11 +214,7 @@ def test_optimize_writes_keyword_texts_anew_without_bringing_back_a_row_forgotte
     agent = memory.ensure_agent("default").id
     kept_id, gone_id = (memory.archive.insert(agent, fact)[0] for fact in FACTS[:2])
     store = memory.archive.store
-    rows = store.rows.select("passages", None, limit=100)
-    for r in rows:
-        r["text"] = cjk.base_of(r["text"])
-    store.rows.upsert_rows("passages", "id", rows)
-    store.conn.set_meta(KEYWORD_TEXT, "")
+    _as_stored_before_bigrams(store)
     writing = store.conn.writing
 
     @contextmanager

@@ -4,6 +4,7 @@ tools published with the first folder and withdrawn with the last (hosts told), 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -271,12 +272,7 @@ async def test_a_file_subscriber_hears_of_another_processs_change_on_either_hand
     settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
     _prepare(settings)
     uri = "memory://files/docs/guide.md"
-    received: list[str] = []
-
-    async def handler(message: Any) -> None:
-        params = getattr(getattr(message, "root", message), "params", None)
-        if getattr(params, "uri", None):
-            received.append(str(params.uri))
+    received, handler = _uris_heard()
 
     other = open_memory(settings)  # another process re-uploads the file (`tiermem folders sync`)
     async with Client(serve_in_process(settings), cache=None, mode=mode, message_handler=handler) as c:
@@ -296,6 +292,18 @@ async def test_a_file_subscriber_hears_of_another_processs_change_on_either_hand
         assert "moved to the attic" in (await c.read_resource(uri)).contents[0].text
 
 
+def _uris_heard() -> tuple[list[str], Callable[[Any], Awaitable[None]]]:
+    """A client's message handler that keeps the URI of each notification it hears, and the list it keeps them in."""
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        params = getattr(getattr(message, "root", message), "params", None)
+        if getattr(params, "uri", None):
+            received.append(str(params.uri))
+
+    return received, handler
+
+
 async def test_a_file_subscriber_hears_only_of_its_files_changes(settings: Settings) -> None:
     """A client subscribed to two files is told of a change of one only through that one's URI: another process's
     re-upload of docs/src/app.py reaches its subscribers, not those of docs/guide.md (whose update, sorted first,
@@ -304,12 +312,7 @@ async def test_a_file_subscriber_hears_only_of_its_files_changes(settings: Setti
     settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
     _prepare(settings)
     guide, app = "memory://files/docs/guide.md", "memory://files/docs/src/app.py"
-    received: list[str] = []
-
-    async def handler(message: Any) -> None:
-        params = getattr(getattr(message, "root", message), "params", None)
-        if getattr(params, "uri", None):
-            received.append(str(params.uri))
+    received, handler = _uris_heard()
 
     other = open_memory(settings)  # another process re-uploads a file (`tiermem folders sync`)
     async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
@@ -336,12 +339,7 @@ async def test_a_file_subscribed_while_a_publish_is_on_its_way_hears_of_the_chan
     settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 3600})
     _prepare(settings)
     guide, app = "memory://files/docs/guide.md", "memory://files/docs/src/app.py"
-    received: list[str] = []
-
-    async def handler(message: Any) -> None:
-        params = getattr(getattr(message, "root", message), "params", None)
-        if getattr(params, "uri", None):
-            received.append(str(params.uri))
+    received, handler = _uris_heard()
 
     other = open_memory(settings)  # another process re-uploads a file (`tiermem folders sync`)
     server = serve_in_process(settings)

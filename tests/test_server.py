@@ -462,34 +462,21 @@ async def test_subscriptions_are_released_when_the_client_disconnects(settings: 
 
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import socket
-    import threading
-
-    import uvicorn
-
     from tiermem.base.config import load_settings
     from tiermem.server.app import build_http_app
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from .test_transports import free_port, in_thread
+
+    port = free_port()
     settings = load_settings(
         data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=port, tools=["all"]
     )
     server = serve_in_process(settings)
-    web = uvicorn.Server(
-        uvicorn.Config(build_http_app(server, settings, []), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    try:
-        with anyio.fail_after(30):
-            while not web.started:
-                await anyio.sleep(0.05)
+    async with in_thread(build_http_app(server, settings, []), port) as url:
         notifier = server.runtime.notifier
         sessions = server.session_manager._server_instances  # the SDK's map of live streamable-HTTP sessions
         for _ in range(2):  # streamable-HTTP sessions that subscribe and end without unsubscribing
-            async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, mode="legacy") as c:
+            async with Client(url, cache=None, mode="legacy") as c:
                 await c.subscribe_resource("memory://blocks/human")
                 await c.call_tool("core_memory_append", {"label": "human", "content": "x"})
                 assert notifier.subscriptions() == 1 and len(sessions) == 1
@@ -499,9 +486,6 @@ async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: 
         assert (
             notifier._subscribers == {} and notifier._cleanup == set()
         )  # a server under reconnecting clients keeps nothing
-    finally:
-        web.should_exit = True
-        thread.join(10)
 
 
 async def test_idempotency_keys(settings: Settings) -> None:

@@ -5,8 +5,6 @@ it reads count; a view answered late never takes the record back; stateless HTTP
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -14,7 +12,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
@@ -24,6 +21,7 @@ from tiermem.domain.memory import Memory
 from tiermem.server.sightings import Sightings
 
 from .conftest import serve_in_process, text_of
+from .test_transports import free_port, in_thread
 
 pytestmark = pytest.mark.anyio
 
@@ -144,13 +142,9 @@ class Connection:
 @asynccontextmanager
 async def stateless_http(settings: Settings) -> AsyncIterator[str]:
     """``settings``' server over stateless streamable HTTP (``http_stateless``) in this process: its URL."""
-    import uvicorn
-
     from tiermem.server.app import build_http_app
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     s = load_settings(
         data_dir=settings.data_dir,
         embedding_model="hashing",
@@ -159,19 +153,8 @@ async def stateless_http(settings: Settings) -> AsyncIterator[str]:
         port=port,
         http_stateless=True,
     )
-    web = uvicorn.Server(
-        uvicorn.Config(build_http_app(serve_in_process(s), s, []), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    try:
-        with anyio.fail_after(30):
-            while not web.started:
-                await anyio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        web.should_exit = True
-        thread.join(10)
+    async with in_thread(build_http_app(serve_in_process(s), s, []), port) as url:
+        yield url
 
 
 async def test_stateless_http_requests_are_one_client(settings: Settings) -> None:

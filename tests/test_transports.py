@@ -7,9 +7,10 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -71,6 +72,27 @@ def stdio_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParameter
         env=server_env(tmp_path, **env),
         cwd=str(ROOT),
     )
+
+
+@asynccontextmanager
+async def in_thread(app: Any, port: int) -> AsyncIterator[str]:
+    """The ASGI ``app`` served by uvicorn on ``port`` in a thread of this process, while within: its MCP URL."""
+    import threading
+
+    import anyio
+    import uvicorn
+
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        with anyio.fail_after(30):
+            while not web.started:
+                await anyio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        web.should_exit = True
+        thread.join(10)
 
 
 def free_port() -> int:

@@ -165,6 +165,19 @@ def tagged(memory: Memory, agent: str) -> list[Passage]:
     return [p for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
 
 
+def cat_synced(tmp_path: Path) -> tuple[Memory, str, Path, Path, Passage]:
+    """A store whose sync stored Claude Code's memory file cat.md (``NEW``) of a project: (the memory, the agent,
+    Claude Code's home, the file, the passage)."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    cat = folders[project] / "cat.md"
+    cat.write_text(NEW)
+    auto_memory.sync(memory, agent, home, str(project))
+    [stored] = tagged(memory, agent)
+    return memory, agent, home, cat, stored
+
+
 def test_sync_both_ways_without_a_host(tmp_path: Path) -> None:
     """A changed file replaces its passage and a removed one removes it; a block file edited on disk becomes the
     block's value, and a block edited in tiermem rewrites its file and its index line; the user's lines stay."""
@@ -226,13 +239,7 @@ def test_a_file_whose_passage_is_gone_is_stored_again_unless_it_was_forgotten(tm
     """A passage of a file gone from the store, not by a deletion asked for (a backup from before it restored; here
     deleted with no ``deletion_guard``, as a store that lost it) is stored again by the next sync; one a forget took
     and whose file it could not edit, or deleted on purpose (marked so), is not, until the file changes."""
-    memory, agent = opened(tmp_path)
-    project = tmp_path / "work"
-    home, folders = claude_home(tmp_path, project)
-    cat = folders[project] / "cat.md"
-    cat.write_text(NEW)
-    auto_memory.sync(memory, agent, home, str(project))
-    [stored] = tagged(memory, agent)
+    memory, agent, home, cat, stored = cat_synced(tmp_path)
     memory.archival_delete(agent, stored.id)
     assert auto_memory.sync(memory, agent, home).imported == 1
     [again] = tagged(memory, agent)
@@ -252,12 +259,7 @@ def test_a_passage_deleted_on_purpose_stays_deleted_when_the_deletion_fails_afte
     """`archival_memory_delete` deletes the passage's rows, then its use record: when that fails (the use counters'
     file cannot be opened: a directory stands at its path), the deletion fails, yet the passage is gone and its file
     is marked, so the next sync does not store it again."""
-    memory, agent = opened(tmp_path)
-    project = tmp_path / "work"
-    home, folders = claude_home(tmp_path, project)
-    (folders[project] / "cat.md").write_text(NEW)
-    auto_memory.sync(memory, agent, home, str(project))
-    [stored] = tagged(memory, agent)
+    memory, agent, home, _, stored = cat_synced(tmp_path)
     memory.core.close()
     memory, agent = opened(tmp_path)
     auto_memory_admin.guard_deletions(memory, tmp_path / "data")
@@ -420,13 +422,7 @@ async def test_a_passage_deleted_with_the_tool_is_not_stored_again_while_its_fil
     Code's file: the next sync does not store the file again while it holds the same text (the file's record keeps
     its digest, not its text); once Claude Code changes the file, the new text is stored. The inspector's delete
     (`tiermem ui`) does the same."""
-    memory, agent = opened(tmp_path)
-    project = tmp_path / "work"
-    home, folders = claude_home(tmp_path, project)
-    cat = folders[project] / "cat.md"
-    cat.write_text(NEW)
-    auto_memory.sync(memory, agent, home, str(project))
-    [stored] = tagged(memory, agent)
+    memory, agent, home, cat, stored = cat_synced(tmp_path)
     memory.core.close()
     async with Client(stdio_params(tmp_path), cache=None) as client:
         result = await client.call_tool("archival_memory_delete", {"id": stored.id})

@@ -1,5 +1,5 @@
-"""``tiermem folders ...``: folders of files for agents (Letta's filesystem): create, list, show, upload, attach,
-detach, delete, sync [--watch]. The parser is built here (``add_folders_parser``, called by ``cli.main``), the
+"""``tiermem folders ...``: folders of files for agents (Letta's filesystem): create, list, show, rename, upload,
+attach, detach, delete, sync [--watch]. The parser is built here (``add_folders_parser``, called by ``cli.main``), the
 handlers run on the ``Memory`` the composition root opened."""
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     common(show, agent=False)
     show.add_argument("name", help=FOLDER)
     show.add_argument("--json", action="store_true")
+    rename = fsp.add_parser(
+        "rename",
+        help="give a folder a new name (the agents it is attached to see its files under it at their next turn); "
+        "refused when another folder has that name or that id",
+    )
+    common(rename, agent=False)
+    rename.add_argument("name", help=FOLDER)
+    rename.add_argument("new_name", metavar="NEW", help="the new name: a file name without '/', at most 100 characters")
     upload = fsp.add_parser(
         "upload",
         help="upload files and directories (walked: .gitignore honoured, binary and "
@@ -136,6 +144,8 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         return 0
     if action == "show":
         return _show(memory, args)
+    if action == "rename":
+        return _rename(memory, args)
     if action == "upload":
         from ..interop.folder_sync import upload_paths
 
@@ -219,6 +229,24 @@ def _show(memory: Memory, args: argparse.Namespace) -> int:
     if rows:
         echo()
         print_rows([{k: v for k, v in r.items() if k != "type"} for r in rows], False)
+    return 0
+
+
+def _rename(memory: Memory, args: argparse.Namespace) -> int:
+    """``folders rename OLD NEW``: the checks are the domain's (``Filesystem.update_folder``: a bad name, a name
+    another folder has, another folder's id), made under the store's lock; a refused rename changes nothing."""
+    files = memory.files
+    folder = files.folder(args.name)
+    if args.new_name == folder.name:
+        echo(f"folder {folder.name} ({folder.id}) is named so already; nothing changed")
+        return 0
+    renamed = files.update_folder(folder.id, new_name=args.new_name)
+    names = {a.id: a.name for a in memory.list_agents()}
+    attached = [names.get(a, a) for a in files.agents_of(renamed.id)]
+    echo(
+        f"renamed folder {folder.name} to {renamed.name} ({renamed.id})"
+        + (f"; agent(s) {', '.join(attached)} see its files as {renamed.name}/FILE" if attached else "")
+    )
     return 0
 
 

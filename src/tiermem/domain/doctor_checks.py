@@ -75,6 +75,7 @@ def check_files(memory: Any, check: Any, *, busy: bool = False) -> None:
         "see which holds what with `tiermem folders show ID`; upload or sync into one what the other holds that it "
         "lacks, then delete the one too many by its id (`tiermem folders delete ID --yes`)",
     )
+    _check_ids_as_names(folders, counts, check)
     unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
     failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]
     shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
@@ -97,6 +98,37 @@ def check_files(memory: Any, check: Any, *, busy: bool = False) -> None:
         + (f"; {len(unfinished)} {left}: {shown}" if unfinished else ""),
         "if a `tiermem folders sync` or upload is still running, wait for it; otherwise upload or sync those files "
         "again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); until then they are not searched",
+    )
+
+
+def _check_ids_as_names(folders: Sequence[Any], counts: Mapping[str, int], check: Any) -> None:
+    """No folder is named another folder's id. A command given a folder looks for an id first, so such a folder is
+    never reached by its name (its name reaches the other folder); create, rename, import and restore refuse or
+    number such a name since 2026-12, an older tiermem let a rename or a restore make it."""
+    import shlex
+
+    from .file_views import folder_names
+
+    ids = {f.id for f in folders}
+    taken = {f.name for f in folders} | ids
+    clashing = [f for f in folders if f.name in ids and f.name != f.id]
+    if not clashing:
+        check("folder ids", True, "no folder is named another folder's id")
+        return
+    fixes = []
+    for f in clashing:
+        free = next(n for n in folder_names(f.name) if n not in taken)
+        taken.add(free)
+        fixes.append(f"`tiermem folders rename {shlex.quote(f.id)} {shlex.quote(free)}`")
+    check(
+        "folder ids",
+        False,
+        "; ".join(
+            f"folder {f.id} ({counts[f.id]} file(s)) is named {f.name!r}, the id of another folder" for f in clashing
+        )
+        + ": that name reaches the other folder (a command looks for a folder's id first), so these are reached by "
+        "their own id only (named so by an older tiermem's rename or restore)",
+        "give each a name of its own, e.g. " + ", ".join(fixes) + " (an import or a restore names a folder so)",
     )
 
 

@@ -160,3 +160,28 @@ def test_marks_never_paired_leave_a_row_unnamed_and_thai_glued_to_chinese_is_nam
     assert open_memory(settings).archive.rows.stale_keyword_texts() == {}
     maintenance.doctor(settings)
     assert "keyword text" not in capsys.readouterr().out
+
+
+def test_a_thai_lao_burmese_or_khmer_sentence_counts_about_its_words_not_one() -> None:
+    """The ranker's ``length`` (``cjk.word_count``): a sentence of those scripts (no spaces between its words) counts
+    about its words, from its letters, whether or not spaces part them; English and Chinese count as before."""
+    sentences = [  # each word parted by "|"
+        "ผม|ชอบ|กิน|ข้าว|ผัด|กับ|ไข่|ดาว",  # I like to eat fried rice with a fried egg
+        "วันนี้|อากาศ|ดี|มาก",  # the weather is very good today
+        "ฉัน|แพ้|ถั่ว|ลิสง",
+        "แม่|ของ|ฉัน|ชอบ|กิน|ข้าว|เหนียว|มะม่วง",
+        "ຂ້ອຍ|ມັກ|ກິນ|ເຂົ້າ|ໜຽວ",
+        "ကျွန်တော်|ထမင်း|စား|ချင်|တယ်",  # Burmese: I want to eat rice
+        "ខ្ញុំ|ចូលចិត្ត|ញ៉ាំ|បាយ",
+    ]
+    for sentence in sentences:
+        words = sentence.split("|")
+        for text in ("".join(words), " ".join(words)):
+            counted = cjk.word_count(text)  # within a quarter of the words (one for a short sentence)
+            assert abs(counted - len(words)) <= max(1, len(words) // 4), (text, counted, len(words))
+    assert cjk.word_count("วันนี้อากาศดีมาก ผมชอบกินข้าวผัดกับไข่ดาว") == 4 + 7
+    assert cjk.word_count("ก") == 1 and cjk.word_count("ฉันแพ้ถั่วลิสง, I said") == 3 + 2
+    # as before: English by spaces, a Chinese or Japanese character half a word, a Korean word by spaces
+    assert cjk.word_count("one two  three") == 3 and cjk.word_count("") == 0
+    assert cjk.word_count("我对花生过敏") == 1 + 3 and cjk.word_count("妈妈の誕生日は八月八日です。") == 1 + 6
+    assert cjk.word_count("저는 서울에서 살아요") == 3 and cjk.word_count("I like 猫 and 狗 a lot") == 7 + 1

@@ -269,3 +269,39 @@ def test_no_keyword_text_written_now_is_named_as_lacking_its_bigrams_whatever_it
     assert not named, named[:20]
     assert all(_named(text) for text in ("中", "𠀀", "か", "한", "ถั่ว", "ສະບາຍ"))
     assert not any(_named(text) for text in ("・", "ก", "\u0e48", "English"))  # a Thai letter alone: no pair to write
+
+
+def test_a_one_character_chinese_or_korean_word_is_found_and_counted_relevant(tmp_path: Any) -> None:
+    """A word of one character ("猫" cat, "개" dog) is a word of its own in Chinese and Korean: the keyword leg finds
+    it inside a longer run (its character is written alone), and the ranking counts it found as the keyword leg does,
+    so the hit is relevant, as one of a one-letter English word ("C") is: above ``auto_recall_threshold``. It was
+    found but counted absent (its row's words are bigrams): relevance ~0.01. A one-letter English word that is a
+    stopword ("a", "I") is no keyword match, as ever. With the packaged model."""
+    from tiermem.base.config import load_settings
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
+    memory = open_memory(settings)
+    assert memory.archive.embedder.wait(120)
+    agent = memory.ensure_agent("default").id
+    facts = [
+        "我家有一只猫，它叫咪咪。",
+        "猫が好きです。",
+        "나는 개를 좋아해",
+        "I learned C in school.",
+        "Plan A failed.",
+    ]
+    for fact in facts:
+        memory.archival_insert(agent, fact, None)
+    for query, want in (("猫", {0, 1}), ("개", {2}), ("C", {3})):
+        result = memory.archival_search(
+            agent, query, tags=None, tag_match_mode="any", top_k=5, start_datetime=None, end_datetime=None
+        )
+        found = {h.content: h.relevance for h in result.hits if h.fts_rank is not None}
+        assert set(found) == {facts[i] for i in want}, (query, result.hits)
+        assert min(found.values()) > settings.auto_recall_threshold, (query, found)
+    for query in ("a", "I"):
+        hits = memory.archive.search(agent, query, top_k=5).hits
+        assert all(h.fts_rank is None for h in hits), (query, hits)
+    memory.archive.log_messages(agent, [{"role": "user", "content": "我的猫很可爱"}])
+    hits = memory.archive.conversation_search(agent, "猫", limit=3).hits
+    assert hits[0].content == "我的猫很可爱" and hits[0].relevance > settings.auto_recall_threshold, hits

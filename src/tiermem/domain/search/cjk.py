@@ -25,6 +25,8 @@ leg tells them apart. A word of one unit is not written alone (Chinese character
   too much).
 - ``grams``: the words ``query.terms`` counts of one such word (coverage, the sittings' BM25); ``WORD``: a word there
   (``re``'s ``\\w`` leaves out those scripts' marks).
+- ``lone``: a query's word of one Chinese, Japanese or Korean character, which a row's bigrams do not hold: the
+  ranking's ``coverage`` looks for it in the row's text.
 - ``word_count``: the ranker's ``length`` feature's word count (a Chinese or Japanese character counts half a word,
   a piece of Thai, Lao, Burmese or Khmer a word for every three letters begun: ``SEA_WORD_LETTERS``).
 - ``base_of``: the text a keyword text was made from. A stored keyword text matching one of ``scripts`` and a line
@@ -147,6 +149,13 @@ def grams(word: str, *, unigrams: bool = False) -> list[str]:
             if unigrams and not sea:
                 out += list(units)
     return out
+
+
+def lone(word: str) -> bool:
+    """Whether ``word`` (of ``query.terms``) is one Chinese, Japanese or Korean character: a word of its own ("猫",
+    "개"), which ``keyword_text`` writes alone and the keyword leg matches inside a longer run, but which the terms of
+    that run (its bigrams) do not hold."""
+    return len(word) == 1 and _CJK_RUN.fullmatch(word) is not None
 
 
 def _expanded(text: str, unigrams: bool) -> list[str]:

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from ...base.records import Found, Hit
 from . import timeexpr
-from .cjk import word_count
+from .cjk import lone, word_count
 from .keywords import forms, written
 from .query import Query, names, speaker_of, subject_of, terms
 
@@ -617,7 +617,9 @@ def coverage(query: Query, candidate: Candidate, context: Context) -> float:
     as_written, as_stemmed = written(said), forms(said)
     found = 0.0
     for word in asked:
-        if word in said or (mine := written((word,))) and mine <= as_written:
+        if word in said or lone(word) and word in candidate.content:  # "猫" in "我家有一只猫", as the keyword leg
+            found += 1.0
+        elif (mine := written((word,))) and mine <= as_written:
             found += 1.0
         elif (stems := forms((word,))) and stems <= as_stemmed:
             found += STEM_MATCH

@@ -1,6 +1,6 @@
 """Secrets are never stored (`python -m bench secrets`): the detector's recall, its false positives, its cost.
 
-- ``recall``: real-format credentials of 32 kinds (random characters in each format), each inside a realistic prompt
+- ``recall``: real-format credentials of 35 kinds (random characters in each format), each inside a realistic prompt
   sentence (``export ANTHROPIC_API_KEY=sk-ant-api03-...``), logged through the real ``autorecall.log_turn`` (the
   hook's path) into a real store; a credential counts as redacted when the stored message holds neither it nor a
   12-character piece of its middle or its end (a redaction that stops part way is a miss).
@@ -190,6 +190,20 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
     "US social security number": (_ssn, lambda s: f"the W-2 form shows {s} for her"),
     "htpasswd line": (lambda g: f"$apr1${_r(g, SALT, 8)}${_r(g, SALT, 22)}", lambda s: f"# .htpasswd\nadmin:{s}\n"),
     "bcrypt hash": (lambda g: "$2b$12$" + _r(g, SALT, 53), lambda s: f"the users table has {s} for bob"),
+    "key wrapped across lines": (
+        lambda g: (lambda k: k[:30] + g.choice(("\n", "\n  ", " ")) + k[30:])(
+            "sk-ant-api03-" + _r(g, URLSAFE, 93) + "AA"
+        ),
+        lambda s: f"the key from the console, pasted as it wrapped:\n{s}\nstill 401",
+    ),
+    "base64 secret after a key's name": (
+        lambda g: _r(g, B64, 43) + "=",
+        lambda s: f"here's the signing key: {s} (rotated today)",
+    ),
+    "passphrase after a colon": (
+        lambda g: " ".join(g.choice([*PASSPHRASE_WORDS, "wicked", "quickly", "jumped", "tangled"]) for _ in range(3)),
+        lambda s: f"the door password is: {s}",
+    ),
     ".env short name, capitals": (
         lambda g: f"{_r(g, string.ascii_uppercase, 4)}_{_r(g, string.ascii_uppercase, 3)}_{_r(g, string.digits, 4)}",
         lambda s: f"DB_HOST=db\nDB_PASS={s}\n",

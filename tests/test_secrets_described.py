@@ -2,8 +2,9 @@
 the same shape that stay redacted: prose describing a password ("the password is unique per user", "Password is
 Bitwarden managed."); Spanish "clave", a key or the crucial thing ("la clave es COVID-19"); forms' labels and a
 password's protection in other languages ("Passwort: vergessen?", "Le mot de passe est WPA2.", "密码是SHA256加密的");
-ids and order numbers that pass Luhn's check, ticket and phone numbers of an SSN's shape; an auth method's name in
-capitals (``DB_AUTH=SCRAM_SHA_256``)."""
+ids and order numbers that pass Luhn's check (printed in a card's groups too), ticket and phone numbers of an SSN's
+shape; an auth method's name in capitals (``DB_AUTH=SCRAM_SHA_256``); what is said of a password ("is generated
+automatically every night", "is Unicode-aware", "is hashed: we store bcrypt digests")."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ REDACTED = [
     ("the passphrase is orbit tangled wizard fuzzy", "password", "orbit tangled wizard fuzzy"),  # four: a passphrase
     ('The password is: "open sesame"', "password", "open sesame"),
     ("The password is: Xk9vQ2mPz7", "password", "Xk9vQ2mPz7"),
+    # ... after "is:" bare too, and words ending as participles or adverbs do (diceware draws them as any other)
+    ("password is: open sesame", "password", "open sesame"),
+    ("the password is: purple monkey dishwasher.", "password", "purple monkey dishwasher"),
+    ("my password is wicked quickly jumped", "password", "wicked quickly jumped"),
+    ("the passphrase is tangled orbit wizard fuzzy", "password", "tangled orbit wizard fuzzy"),
+    ("my passphrase is Bashfully Wicked Rocket Lemon", "password", "Bashfully Wicked Rocket Lemon"),
     # 2. Spanish: a password said so, or for what has one; a random-looking key after bare "clave"
     ("la clave del wifi es Secreto99", "password", "Secreto99"),
     ("la clave de acceso es Secreto99", "password", "Secreto99"),
@@ -41,6 +48,8 @@ REDACTED = [
     ("DB_PASSWORD=Geheim123?", "secret", "Geheim123?"),
     # 4. a card: printed in its groups (no cue needed), or run together after a word naming a card or a payment
     ("Call me at 4111 1111 1111 1111", "payment card number", "4111 1111 1111 1111"),
+    ("order 1234 paid by card 4111 1111 1111 1111", "payment card number", "4111 1111 1111 1111"),
+    ("order 1234, Visa 4111-1111-1111-1111", "payment card number", "4111-1111-1111-1111"),
     ("amex 3782 822463 10005", "payment card number", "3782 822463 10005"),
     ("my card number is 4111111111111111", "payment card number", "4111111111111111"),
     ("charge 6011111111111117 please", "payment card number", "6011111111111117"),
@@ -74,7 +83,17 @@ LEFT_ALONE = [
     "The password is top secret",
     "The password is SHA256 hashed",
     "the passphrase is stored encrypted",
-    "password is: open sesame",  # after "is:", a label's value: one token (a passphrase there is quoted)
+    "The password is generated automatically every night.",
+    "the password is randomly generated daily",
+    "The password is extremely complicated.",
+    "The password is obfuscated before storage.",
+    "the passphrase is: see the team vault",
+    # ... a word made of two, capitalised as a sentence starts; a participle before a colon
+    "the password is Unicode-aware",
+    "The password is Case-sensitive.",
+    "set the password to Locale-aware",
+    "the password is hashed: we store bcrypt digests",
+    "The password was rotated: see the audit log.",
     # 2. Spanish "clave": the crucial thing, a table's key
     "La clave es COVID-19",
     "Una clave: UTF-8",
@@ -102,6 +121,16 @@ LEFT_ALONE = [
     "id 4000000000000002",
     "order 5105105105105100",
     "tracking 4532015112830366 and 4532-015112-830366",
+    # ... printed as a card is (4-4-4-4, Luhn-valid) after an order's, a parcel's, an invoice's or a ticket's label
+    "order number 4111 1111 1111 1111",
+    "Tracking number: 4111 1111 1111 1111 (DHL)",
+    "invoice 4111-1111-1111-1111 is due",
+    "ticket #4111 1111 1111 1111 closed",
+    "Order #4111 1111 1111 1111 shipped",
+    "Bestellnummer 4111 1111 1111 1111",
+    "n° de commande 4111 1111 1111 1111",
+    "número de pedido 4111 1111 1111 1111",
+    "订单号 4111 1111 1111 1111",
     "ticket 201-55-4321 was closed",
     "tel 555-12-3456",
     "phone: 555-12-3456, fax 555-12-3457",

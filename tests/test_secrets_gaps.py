@@ -1,7 +1,7 @@
 """Credentials the detector once let through (found by exploratory testing), each with its exact span, and the
 ordinary text next to them that stays untouched: a JWT's signature, short URL passwords, passwords on command
 lines, Google OAuth access and refresh tokens, keys glued to the text before them, keys with zero-width characters
-inside, ``.env`` names abbreviated (``DB_PASS``, ``DB_PASS_PROD``); and a refused write judged by whole credentials,
+inside, keys pasted in pieces (a line break or a space after their prefix), ``.env`` names abbreviated (``DB_PASS``, ``DB_PASS_PROD``); and a refused write judged by whole credentials,
 not by substrings."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ GOOGLE_OAUTH = "ya29." + "a0AfH6SMBx3kQ9vL2mZ7wR4pT8yU1iO5eA6sD0fG3hJ9kL2zX5cV8b
 GOOGLE_REFRESH = "1//0" + "gLx7Qm2Zt8rBv4Nc7Kd1Pw6Hq9Sj3Uy5Te0Fa2Gb4Hc6Jd8Ke1Lf3Mg5Nh7Pi9Qj2Rk4Sl6Tm8Un1Vo3Wp5Xq7Y"
 GITLAB_DEPLOY = "gldt-" + "Hq7Lm2Zt8rBv4Nc7Kd1Pw6"  # a format only detect-secrets' plugin knows
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLKEY"  # 40 characters, as AWS makes them
+SLACK = "xoxb-1234567890-1234567890-Hq7Lm2Zt8rBv4Nc7Kd1Pw6Xy"
+BASE64 = "q8ZbV3nR0xLk7PmW2sTy9HdF4gJcA6eU1oNiXvBq+/Kz5w=="
 ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
 
 # (text, kind, secret): the finding's span is exactly the secret's
@@ -58,6 +60,16 @@ CASES = [
     (f"{GHP}_tail", "GitHub token", GHP),
     (f"x_{AKIA}", "AWS access key", AKIA),
     (f"clone with {GITLAB_DEPLOY} then", "GitLab token", GITLAB_DEPLOY),
+    # 6. keys pasted in pieces: wrapped after their prefix (a terminal's width), split by a space
+    (f"my key is {ANTHROPIC[:24]}\n{ANTHROPIC[24:]}", "Anthropic API key", f"{ANTHROPIC[:24]}\n{ANTHROPIC[24:]}"),
+    (
+        f"key:\n  {ANTHROPIC[:40]}\n  {ANTHROPIC[40:]}\nthanks",
+        "Anthropic API key",
+        f"{ANTHROPIC[:40]}\n  {ANTHROPIC[40:]}",
+    ),
+    (f"token {GHP[:20]}\n{GHP[20:]} works", "GitHub token", f"{GHP[:20]}\n{GHP[20:]}"),
+    (f"token {GHP[:20]} {GHP[20:]} works", "GitHub token", f"{GHP[:20]} {GHP[20:]}"),
+    (f"{SLACK[:30]}\r\n{SLACK[30:]}", "Slack token", f"{SLACK[:30]}\r\n{SLACK[30:]}"),
     # 7. .env names abbreviated
     ("DB_PASS=anothersecretPW987", "secret", "anothersecretPW987"),
     ("ADMIN_PW=Adm1nPassw0rd", "secret", "Adm1nPassw0rd"),
@@ -66,6 +78,10 @@ CASES = [
     ("BASIC_AUTH=deploy:pass123", "secret", "deploy:pass123"),
     ('{"db_pass": "anothersecretPW987"}', "secret", "anothersecretPW987"),
     ("X-API-KEY: abcd1234efgh5678", "secret", "abcd1234efgh5678"),
+    # 8. a random-looking value after a key's or a token's name and a colon
+    (f"here's my api key: {BASE64}", "secret", BASE64),
+    (f"the signing key for staging:  {BASE64}.", "secret", BASE64),
+    (f"the signing key is /{BASE64[1:]}", "secret", f"/{BASE64[1:]}"),  # base64 starting with "/": no path
     # 8. said in words: a password in a sentence, an AWS secret key after the word "secret" or its access key
     ("the password is correct-horse-battery-staple", "password", "correct-horse-battery-staple"),
     ("password is Tr0ub4dor&3xyz.", "password", "Tr0ub4dor&3xyz"),
@@ -102,6 +118,11 @@ CLEAN = [
     "DB_PASS_PROD=${DB_PASS_PROD}\nBYPASS_PROD=cache_layer_1\nNO_AUTH_TEST = 'NO_AUTH_TEST'",
     "1//0 is undefined; x = 1//0 + 2; see https://example.com/1//0/page",
     '{"skip_auth": skip_auth, "x-api-key": self.api_key}\nclient(token=self.token)',
+    # a key's prefix named in prose, the next word after a space or on the next line
+    "hf_hub download then\nAKIA keys, sk-proj- keys, ghp_ tokens are 40 characters\nlong; xoxb- tokens\nare bots'",
+    # a bare random string with no key's name before it: a hash, an id, data
+    f"the checksum {BASE64} matches; api key: see the vault",
+    "the API key is /Volumes/Data2024/Backups/Keys; the access token: /api/v1/Users/12345/Tokens",
 ]
 
 
@@ -119,6 +140,17 @@ def test_a_credential_once_missed_is_found_whole_and_redacted(text: str, kind: s
 @pytest.mark.parametrize("text", CLEAN)
 def test_ordinary_text_next_to_them_is_not_flagged(text: str) -> None:
     assert secrets.find(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"token {GHP}\nthanks", f"token {GHP} Thanks", f"token {GHP}\n2024", f"{SLACK} 2024 was rotated", f"{SLACK}\nOK"],
+)
+def test_a_whole_key_is_not_joined_to_the_word_after_it(text: str) -> None:
+    # a break is inside a key only while the key is shorter than its format (a piece of letters and digits, or with
+    # a capital inside it, after it), or, for a format of no fixed length, when the piece after it looks random
+    key = GHP if GHP in text else SLACK
+    assert [text[f.start : f.end] for f in secrets.find(text)] == [key]
 
 
 def test_an_aws_secret_key_after_its_access_key_is_found_with_it() -> None:

@@ -4,21 +4,21 @@
 ``redact(text)`` replaces each span with ``[redacted: KIND]``. ``refuse(text, where)`` raises ``SecretError``
 naming the kind and where it is (line, characters), never the secret itself.
 
-The detector is the maintained PyPI ``detect-secrets``: its plugins run in process on the text (no network, no
-baseline files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it
-lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access and refresh
-tokens, PEM and PGP private key blocks, AWS secret keys outside quotes, ``.env``-style assignments, passwords on
-command lines and in ``.netrc`` entries, Basic and bearer tokens, credentials said in a sentence, and the shapes that
-are no tokens in ``secret_shapes``: passphrases of several words, passwords said in other languages, payment card and
-social security numbers, password hashes); a few of its
-own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the text before them where their prefix is
-distinctive, and with invisible characters inside. Its high-entropy plugins are noisy on prose and code: only the
-base64 one is used, on quoted strings of 20+ characters with letters and digits above its entropy limit (the hex one
-would flag quoted git SHAs and digests; Subresource Integrity digests are left alone). Its IP-address plugin is left
-out (an address is not a credential), and so are AWS's documentation's example keys. A value given to a secret's name
-that names one instead (a variable or an environment variable's name outside quotes, a call, a subscript, a shell's
-command, a secret manager's reference) is no secret, and a span never takes the code's punctuation after a bare value. False positives are
-measured on LoCoMo's turns (``python -m bench secrets``).
+The detector is the maintained PyPI ``detect-secrets``: its plugins run in process on the text (no network, no baseline
+files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it lacks (Anthropic
+and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access and refresh tokens, PEM and PGP
+private key blocks, AWS secret keys outside quotes, ``.env``-style assignments, passwords on command lines and in
+``.netrc`` entries, Basic and bearer tokens, credentials said in a sentence, and the shapes that are no tokens in
+``secret_shapes``: passphrases of several words, passwords said in other languages, payment card and social security
+numbers, password hashes); a few of its own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the
+text before them where their prefix is distinctive, with invisible characters inside, and in pieces (``secret_joins``).
+Its high-entropy plugins are noisy on prose and code: only the base64 one is used, on quoted strings of 20+ characters
+with letters and digits above its entropy limit (the hex one would flag quoted git SHAs and digests; Subresource
+Integrity digests are left alone). Its IP-address plugin is left out (an address is not a credential), and so are AWS's
+documentation's example keys. A value given to a secret's name that names one instead (a variable or an environment
+variable's name outside quotes, a call, a subscript, a shell's command, a secret manager's reference) is no secret, and
+a span never takes the code's punctuation after a bare value. False positives are measured on LoCoMo's turns (``python
+-m bench secrets``).
 
 Pure and fast: nothing is imported or compiled until the first call (``_detectors``, cached); a typical prompt
 takes well under a millisecond, 100k characters a few milliseconds (a cheap prefilter skips most detectors).
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.errors import SecretError
+from . import secret_joins as joins
 from . import secret_shapes as shapes
 
 
@@ -370,9 +371,10 @@ _PRIVATE_KEY = (
 _PASSWORD_WORD = r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)"
 _FOR_WHAT = r"(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,6}?)?"
 _IS = r"\s+(?i:is|was)\s*:?\s*"
+_IS_OR_COLON = r"(?:" + _IS + r"|[ \t]*:[ \t]*)"  # "the API key is ...", "here's my api key: ..."
 _SAID_VALUE = (
     r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
-    r"|((?>(?:[^\s\"'\u201c.,;)]|[.,;)]++(?=[^\s\"'\u201c]))+))(?=[.,;)]*+(?:\s|$)))"
+    r"|((?>(?:[^\s\"'\u201c.,;:)]|[.,;:)]++(?=[^\s\"'\u201c]))+))(?=[.,;:)]*+(?:\s|$)))"
 )
 # A password given to a command, within that one command (a line, or lines joined by "\"): the value alone, quoted
 # or not (group 2)
@@ -489,7 +491,7 @@ def _own_detectors() -> list[_Detector]:
         ),
         d(  # "my passphrase is correct horse battery staple": plain words up to the sentence's or the line's end
             "password",
-            c(_PASSWORD_WORD + _FOR_WHAT + r"\s+(?i:is|was)\s+" + shapes.PASSPHRASE),  # "is:" a label's, one value
+            c(_PASSWORD_WORD + _FOR_WHAT + r"\s+(?i:is|was)(?:\s+|:[ \t]*)" + shapes.PASSPHRASE),  # "is:" too
             ("pass", "pwd"),
             group=1,
             check=shapes.said_passphrase,
@@ -518,6 +520,7 @@ def _own_detectors() -> list[_Detector]:
             (),
             check=shapes.card_number,
             probe=c(r"\d{4}[ -]\d{4}"),
+            before=shapes.printed_card_label,  # "order number 4111 1111 1111 1111" is an order's
         ),
         d(  # a run of digits, or another grouping: after a word naming a card ("card", "visa", "charge", "tarjeta")
             "payment card number",
@@ -581,7 +584,7 @@ def _own_detectors() -> list[_Detector]:
             c(
                 r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|client|app|signing|encryption|master)[ _-]?key"
                 r"|(?:(?:access|auth|api|bearer|refresh|session|personal\s+access)\s+)?token"
-                r"|(?:(?:client|api|app|webhook)\s+)?secret)" + _FOR_WHAT + _IS + _SAID_VALUE
+                r"|(?:(?:client|api|app|webhook)\s+)?secret)" + _FOR_WHAT + _IS_OR_COLON + _SAID_VALUE
             ),
             ("key", "token", "secret"),
             group="value",
@@ -822,9 +825,9 @@ def _mixed_case_and_digits(s: str) -> bool:
     return any(ch.isdigit() for ch in s) and any(ch.isupper() for ch in s) and any(ch.islower() for ch in s)
 
 
-# A word made of words, as prose writes it ("case-sensitive", "space-separated", "up-to-date"): no password (a
+# A word made of words, as prose writes it ("case-sensitive", "Unicode-aware", "up-to-date"): no password (a
 # passphrase of four, "correct-horse-battery-staple", is one)
-_COMPOUND_WORD = re.compile(r"[a-z]+-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-)?[a-z]+")
+_COMPOUND_WORD = re.compile(r"[A-Za-z][a-z]*-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-)?[a-z]+")
 
 
 def _said_password(value: str) -> bool:
@@ -855,7 +858,8 @@ def _said_key(value: str) -> bool:
     """A key or token said in a sentence ("the API key is ..."): random-looking (letters and digits, 16 or more
     characters, no part of it a lower-case word), not a placeholder."""
     v = value.strip()
-    return len(v) >= 16 and _letters_and_digits(v) and _not_placeholder(v) and _WORD_PART.search(v) is None
+    placeholder = not _not_placeholder(v) and not shapes.random_base64(v)  # "/q2bAf...": base64, not a path
+    return len(v) >= 16 and _letters_and_digits(v) and not placeholder and _WORD_PART.search(v) is None
 
 
 def _basic_credentials(value: str) -> bool:
@@ -1066,14 +1070,16 @@ _VISIBLE = str.maketrans("", "", _INVISIBLE)
 
 def find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
-    one span named by its most specific kind. Text holding invisible characters is also scanned without them, each
-    finding placed back on the original text (its span takes the invisible characters inside it)."""
+    one span named by its most specific kind. Text holding invisible characters is also scanned without them, and
+    text holding a vendor's token in pieces without the breaks inside it (``secret_joins``), each finding placed back
+    on the original text (its span takes the invisible characters, or the break, inside it)."""
     json_text = _json_text(text)
     raw = _raw(text, json_text)
     if not text.isascii() and any(ch in text for ch in _INVISIBLE):  # a str search each: cheaper than a regex
-        kept = [i for i, ch in enumerate(text) if ch not in _INVISIBLE]
-        visible = "".join(text[i] for i in kept)
-        raw += [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(visible, json_text)]
+        raw += _without(text, [i for i, ch in enumerate(text) if ch not in _INVISIBLE], json_text)
+    kept = joins.kept(text)
+    if kept is not None:  # a finding without the breaks is one when it takes one
+        raw += [f for f in _without(text, kept, json_text) if joins.joined(kept, f[0], f[1])]
     if not raw:
         return []
     raw.sort()
@@ -1086,6 +1092,12 @@ def find(text: str) -> list[Finding]:
         else:
             merged.append((start, end, rank, kind))
     return [Finding(kind, start, end) for start, end, _, kind in merged]
+
+
+def _without(text: str, kept: list[int], json_text: bool) -> list[tuple[int, int, int, str]]:
+    """The findings in the text of ``text``'s characters at ``kept``, placed back on ``text``."""
+    shown = "".join(text[i] for i in kept)
+    return [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(shown, json_text)]
 
 
 def _json_text(text: str) -> bool:

@@ -518,6 +518,13 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(
         history = json.loads(text_of(await c.call_tool("memory_history", {"label": "human"})))["versions"]
         assert history[0]["actor"] == "sleeptime" and "Likes tea" in history[0]["value"]
         assert "Project: tiermem" in await read(c, "memory://blocks/project")
+        # ... and it is reported with the next turn's result, as a turn's own usage is (once)
+        assert result.sleeptime_usage.input_tokens == 0  # no run had ended when the first turn answered
+        fake.add(fa.text("Noted too."), fa.tool("memory_finish_edits", {}))
+        again = await loop.turn("I like coffee too.", provider)
+        assert again.sleeptime_usage.input_tokens == 200 and again.usage.input_tokens == 100
+        assert again.structured()["sleeptime_usage"]["output_tokens"] == 24
+        await loop.wait_background()
 
 
 async def test_messages_logged_by_others_between_turns_reach_the_model(

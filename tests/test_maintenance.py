@@ -62,6 +62,26 @@ def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
     )  # the old model is now the mismatch
 
 
+def test_reembed_leaves_each_table_with_its_vector_index(tmp_path: Path) -> None:
+    """A reembed swaps in new tables, which have no vector index: it builds one where the table has enough rows,
+    so searches do not scan every vector until the next upkeep (nor wait for one to retrain a stale index)."""
+    from tiermem.domain.maintenance import reembed
+    from tiermem.store import Store
+    from tiermem.store.indexes import VECTOR_INDEX_MIN_ROWS
+
+    s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    m = open_memory(s)
+    agent = m.ensure_agent("default").id
+    m.archive.log_messages(agent, [{"role": "user", "content": f"turn {n} about otters"} for n in range(1_000)])
+    m.archive.store.indexes.optimize()
+    indexed = [i.columns for i in m.archive.store.conn.tables["messages"].list_indices()]
+    assert VECTOR_INDEX_MIN_ROWS == 1_000 and ["vector"] in indexed  # the old model's index
+    assert reembed(load_settings(data_dir=tmp_path / "data", embedding_model="hashing-256")) == 1_000
+    store = Store(str(tmp_path / "data" / "db"), embedding_model="hashing-256", embedding_dim=256)
+    assert ["vector"] in [i.columns for i in store.conn.tables["messages"].list_indices()]
+    assert not [i for i in store.conn.tables["passages"].list_indices() if i.columns == ["vector"]]  # too few rows
+
+
 def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
     assert run(tmp_path, "blocks", "set", "human", "Ada").returncode == 0
     ok = run(tmp_path, "doctor", "--json")

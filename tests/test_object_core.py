@@ -178,8 +178,54 @@ def test_labels_renamed_on_one_replica_are_found_on_the_other(tmp_path: Path, s3
     assert two.agents_of_block(shared.id) == [agent] and one.attached_block_ids(other.id) == []
     token = one.change_token()
     assert one.change_token() == token
+    agents, lists = one.change_token(agents_only=True), one.bucket.requests["LIST"]
     m2.edit(agent, "person", b.Append("changed on two"))
     assert one.change_token() != token
+    # the agents' token (what the tools-only watch polls: whether a folder is attached) is one listing
+    assert one.change_token(agents_only=True) == agents and one.bucket.requests["LIST"] == lists + 3 + 1
+    m2.set_agent_metadata(agent, {"note": "changed on two"})
+    assert one.change_token(agents_only=True) != agents
+
+
+@pytest.mark.anyio
+async def test_a_client_that_subscribes_to_nothing_hears_another_replicas_folder_within_tools_watch_seconds(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+) -> None:
+    """On object storage a client that only listed the tools (most hosts) is told the file tools came when another
+    replica attaches the agent's first folder, at the next of the server's checks, every ``tools_watch_seconds``
+    (they were every 15 s whatever the settings said)."""
+    import anyio
+    from mcp.client import Client
+
+    from .conftest import serve_in_process
+
+    settings = load_settings(
+        uri=prefix_uri("tools-watch"),
+        storage_options={**OPTIONS, "aws_endpoint": s3_endpoint},
+        embedding_model="hashing",
+        tools=["default"],
+        tools_watch_seconds=0.5,
+    )
+    other = open_memory(settings)  # another replica
+    agent = other.ensure_agent("default").id
+    other.files.create_folder("docs")
+    received: list[str] = []
+
+    async def handler(message: object) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            received.append(method)
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
+        assert "open_files" not in {t.name for t in (await c.list_tools()).tools}
+        await c.call_tool("memory_open", {"label": "human"})  # the memory is open
+        await anyio.sleep(1.5)  # the watch has looked once
+        await anyio.to_thread.run_sync(other.files.attach, agent, "docs")
+        with anyio.fail_after(10):  # a bounded wait for the next check, not a timed assert on speed
+            while "notifications/tools/list_changed" not in received:
+                await anyio.sleep(0.05)
+        assert "open_files" in {t.name for t in (await c.list_tools()).tools}
 
 
 def test_lancedb_core_tables_on_s3_move_into_objects(

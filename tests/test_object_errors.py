@@ -18,7 +18,7 @@ import pytest
 
 from tiermem.base.config import load_settings
 from tiermem.base.errors import ConfigError, StoreError, StoreWriteError
-from tiermem.base.object_deadlines import DEFAULTS, with_deadlines
+from tiermem.base.object_deadlines import BULK_READ_TIMEOUT, DEFAULTS, for_bulk, with_deadlines
 from tiermem.base.object_errors import explain, outcome_unknown
 from tiermem.core.bucket import Bucket
 from tiermem.domain.factory import open_memory
@@ -317,6 +317,63 @@ def test_lancedb_only_storage_options_open_both_and_unknown_ones_are_named(
     assert "storage_options.read_timeot is not a setting of the object store (S3) nor of LanceDB" in line, line
     assert "lance_aimd" not in line
     assert_clean(line)
+
+
+class ThrottledProxy(HoldingProxy):
+    """Forwards to ``target``, letting the requests' bytes through at ``rate`` bytes a second (a slow uplink; the
+    answers come back at once)."""
+
+    def __init__(self, target: int, rate: int) -> None:
+        self.rate = rate
+        super().__init__(target, re.compile(rb"(?!)"), 0)
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, up: bool) -> None:
+        try:
+            while data := src.recv(16384):
+                dst.sendall(data)
+                if up:
+                    time.sleep(len(data) / self.rate)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def test_a_bulk_commands_upload_may_take_longer_than_a_servers_read_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+    s3_endpoint: str,  # noqa: F811
+) -> None:
+    """``read_timeout`` bounds a whole upload, however steadily its bytes flow (the client has no per-byte deadline):
+    over a 1 MB/s uplink an 8 MB PUT fails under a server's 5 s. The commands that upload whole data files and that no
+    host waits for (import, reembed, optimize, folders) take a longer one (``for_bulk``), which lets it through;
+    one the configuration sets is kept."""
+    for key in ("TIMEOUT", "READ_TIMEOUT"):
+        monkeypatch.delenv(key, raising=False)
+    proxy = ThrottledProxy(int(s3_endpoint.rsplit(":", 1)[1]), rate=1_000_000)
+    uri = f"s3://{BUCKET}/slow-{uuid.uuid4().hex[:8]}"
+    options = {
+        "aws_endpoint": f"http://127.0.0.1:{proxy.port}",
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "region": "us-east-1",
+        "allow_http": "true",
+        "client_max_retries": "0",
+    }
+    data = b"x" * 8_000_000
+    with pytest.raises(StoreError, match="did not answer in time"):
+        Bucket(uri, options).put("big", data)
+    assert for_bulk(uri, options)["read_timeout"] == BULK_READ_TIMEOUT
+    Bucket(uri, for_bulk(uri, options)).put("big", data)
+    assert Bucket(uri, options).get("big") is not None
+    assert for_bulk(uri, {"read_timeout": "9s"}) == {"read_timeout": "9s"}  # the configuration's own
+    assert for_bulk(uri, {"timeout": "120s"}) == {"timeout": "120s"}  # the whole request's: read_timeout stays out
+    assert for_bulk("/some/dir", None) == {} and for_bulk(None, {}) == {}  # no requests
+    monkeypatch.setenv("READ_TIMEOUT", "20s")  # LanceDB reads it from the environment
+    assert "read_timeout" not in for_bulk(uri, None)
 
 
 def test_deadlines_fill_in_only_what_is_not_set(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,6 +126,8 @@ class TurnResult:
     summarised: int = 0
     sleeptime: str = ""
     notice: str = ""  # why the reply is not a complete one: cut at max_tokens, a refusal, empty
+    # the token usage of the sleep-time runs that ended since this loop's previous result (they run in the background)
+    sleeptime_usage: Usage = field(default_factory=Usage)
 
     def structured(self) -> JSON:
         return {
@@ -138,6 +140,7 @@ class TurnResult:
             "error": self.error,
             "summarised": self.summarised,
             "sleeptime": self.sleeptime,
+            "sleeptime_usage": asdict(self.sleeptime_usage),
             "notice": self.notice,
         }
 
@@ -225,6 +228,7 @@ class AgentLoop:
         # conversation -> (messages table version, (start_seq, summary_id), in-context messages) after our last turn
         self._contexts: dict[str, tuple[int, tuple[int, str], list[Message]]] = {}
         self.last_sleeptime: SleeptimeRun | None = None  # the report of the last finished sleep-time run
+        self._sleeptime_usage = Usage()  # of the sleep-time runs that ended since the last result (``sleeptime_usage``)
 
     # -- the turn ------------------------------------------------------------------
 
@@ -360,7 +364,14 @@ class AgentLoop:
             summarised=summaries(turn) + recall.summaries,  # a resumed turn's earlier rounds' too, as its steps
             sleeptime=sleeptime,
             notice=report.notice,
+            sleeptime_usage=self._reported_sleeptime_usage(),
         )
+
+    def _reported_sleeptime_usage(self) -> Usage:
+        """The token usage of the sleep-time runs that ended since the previous call, reported with a turn's result
+        as the turn's own usage is; the count starts again."""
+        usage, self._sleeptime_usage = self._sleeptime_usage, Usage()
+        return usage
 
     def _stored_result(self, turn: list[Message], style: Style, conv: str, steps: int) -> TurnResult | None:
         """The result of a turn that is over, from its stored messages (``turn``: its own, ``this_turn``); None
@@ -683,6 +694,7 @@ class AgentLoop:
                     await self._save_window(conv, sleeptime_seq=run.mark)
                     self.last_sleeptime = run
                     u = run.report.usage
+                    self._sleeptime_usage = self._sleeptime_usage + u
                     log.info(
                         "sleep-time agent: %d tool calls, stop %s, edited %s; tokens: %d input (%d cached), %d output",
                         len(run.report.steps),

@@ -166,6 +166,9 @@ class Settings(BaseSettings):
     # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
     # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
     watch_seconds: float = Field(default=2.0, ge=0)
+    # On object storage, how often a server checks (one listing) whether another replica attached the agent's first
+    # folder or detached its last, for its clients that subscribe to nothing (the file tools come or go); 0 disables.
+    tools_watch_seconds: float = Field(default=5.0, ge=0)
     system: str = ""
     # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
     # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.

@@ -8,10 +8,14 @@ defaults a request that gets no answer fails after ``READ_TIMEOUT``, a failed re
 ``RETRY_SECONDS`` have not passed since it started (throttling answers and refused connections come back fast and
 are retried), so one LanceDB operation gives up within ~35 s and a core-state request within ~5 s.
 
-``read_timeout`` counts from the last byte received, so it also bounds the upload of a request's body before the
-store answers: a 5 MB part (LanceDB's first multipart size) needs ~8 Mbit/s up. A slower link, or a store that is
-slow to answer, raises it (or sets ``timeout``) under ``[storage_options]``; a setting given there, or as the
-environment variable of the same name in capitals (which LanceDB reads too), is never replaced.
+``read_timeout`` runs from the request's start until the store's first byte back, so it also bounds the upload of a
+request's body, however steadily its bytes flow (measured: an 8 MB PUT at 1 MB/s fails after ~7 s): a 5 MB part
+(LanceDB's multipart size) needs ~8 Mbit/s up. The ``object_store`` client has no per-byte or per-upload deadline, and
+one client serves a connection's reads and writes, so the commands that upload much and that no host waits for
+(``BULK_COMMANDS``: import, reembed, optimize, folders) take ``BULK_READ_TIMEOUT`` instead (``for_bulk``): a 5 MB
+part then needs ~0.7 Mbit/s, and a hung store holds such a command for minutes, not seconds. A slower link, or a
+store that is slow to answer, raises it (or sets ``timeout``) under ``[storage_options]``; a setting given there, or
+as the environment variable of the same name in capitals (which LanceDB reads too), is never replaced.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from .errors import ConfigError
 READ_TIMEOUT = "5s"  # no byte for this long: the request failed
 CONNECT_TIMEOUT = "5s"  # the TCP (and TLS) connection
 RETRY_SECONDS = 4  # client_retry_timeout: a failed request is retried until this long after it started
+BULK_READ_TIMEOUT = "60s"  # ``for_bulk``: a 5 MB part's upload at ~0.7 Mbit/s
+BULK_COMMANDS = ("import", "reembed", "optimize", "folders")
 DEFAULTS = {
     "connect_timeout": CONNECT_TIMEOUT,
     "read_timeout": READ_TIMEOUT,
@@ -46,7 +52,7 @@ def with_deadlines(uri: str, options: Mapping[str, str] | None) -> dict[str, str
     a retry setting that is not a whole number (LanceDB would ignore it silently)."""
     given = dict(options or {})
     retries(given)  # checked before anything is opened
-    if "://" not in uri or uri.split("://", 1)[0].lower() in ("file", "memory"):
+    if not _requests(uri):
         return given or None
     out = dict(given)
     for key, value in DEFAULTS.items():
@@ -54,6 +60,20 @@ def with_deadlines(uri: str, options: Mapping[str, str] | None) -> dict[str, str
             continue
         if not _given(given, key):
             out[key] = value
+    return out
+
+
+def _requests(uri: str) -> bool:
+    """Whether the store at ``uri`` makes requests (not a directory, ``file://`` or ``memory://``)."""
+    return "://" in uri and uri.split("://", 1)[0].lower() not in ("file", "memory")
+
+
+def for_bulk(uri: str | None, options: Mapping[str, str] | None) -> dict[str, str]:
+    """``options`` with ``read_timeout`` = ``BULK_READ_TIMEOUT`` unless it (or ``timeout``) is given, for an object
+    store at ``uri``: for the commands that upload whole data files and that no host waits for (``BULK_COMMANDS``)."""
+    out = dict(options or {})
+    if uri is not None and _requests(uri) and not _given(out, "read_timeout") and not _given(out, "timeout"):
+        out["read_timeout"] = BULK_READ_TIMEOUT
     return out
 
 

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import TiermemError, ValidationError
+from ..base.object_deadlines import BULK_COMMANDS, for_bulk
 from ..domain.factory import open_memory
 from .commands import (
     agent_set_command,
@@ -674,6 +675,8 @@ def run_command(args: argparse.Namespace) -> int:
     unchecked = {name: check for name, check in SETTING_CHECKS.items() if name not in TOKEN_CHECKS}
     settings = settings_from(args, unchecked if diagnosing else None)
     _check_agent_named(args, settings)
+    if args.command in BULK_COMMANDS:  # their uploads are whole data files: a longer deadline than a server's
+        settings = settings.model_copy(update={"storage_options": for_bulk(settings.uri, settings.storage_options)})
     if args.command == "serve":
         serve(settings)
         return 0

@@ -161,9 +161,11 @@ class ObjectCore:
     def read_cached(self, fn: Callable[[], T]) -> tuple[T] | None:
         return None  # every read asks the store (a conditional GET): I/O, never on the event loop
 
-    def change_token(self) -> object:
-        """The ETags of every agent, list of blocks and block head (three listings): any commit to them changes it."""
-        return tuple((i.path, i.etag) for prefix in (AGENTS, ATTACHED, BLOCKS) for i in self.bucket.list(prefix))
+    def change_token(self, agents_only: bool = False) -> object:
+        """The ETags of every agent, list of blocks and block head (three listings): any commit to them changes it;
+        with ``agents_only``, of the agents alone (one listing)."""
+        prefixes = (AGENTS,) if agents_only else (AGENTS, ATTACHED, BLOCKS)
+        return tuple((i.path, i.etag) for prefix in prefixes for i in self.bucket.list(prefix))
 
     # -- agents --------------------------------------------------------------------------------
 

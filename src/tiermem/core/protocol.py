@@ -26,12 +26,13 @@ class CoreStore(Protocol):
     watch_cheap: bool
 
     # change detection (how a server learns of other processes' edits)
-    def change_token(self) -> object:
+    def change_token(self, agents_only: bool = False) -> object:
         """An opaque value that differs from an earlier call's whenever another process (or another connection in
         this one) may have committed agents, blocks or attachments since. It may also differ when nothing changed
         (the caller re-reads and finds nothing new); it never stays equal across such a commit. It reads no table
         rows: SQLite's ``PRAGMA data_version``; on object storage the ETags of the agents, agents' block lists and
-        blocks, from three listings."""
+        blocks, from three listings. With ``agents_only``, it need only move with the agents' rows (their metadata
+        holds the attached folders): on object storage one listing."""
         ...
 
     # agents

@@ -280,9 +280,10 @@ class SqliteCore:
         finally:
             self._lock.release()
 
-    def change_token(self) -> object:
+    def change_token(self, agents_only: bool = False) -> object:
         """``PRAGMA data_version`` on the core's connection: it moves with every other connection's commit (this
-        connection's own commits leave it alone: this process reports those itself)."""
+        connection's own commits leave it alone: this process reports those itself); ``agents_only`` changes nothing
+        (it costs no request)."""
         with self._lock:
             try:
                 return int(self._conn.execute("PRAGMA data_version").fetchone()[0])

@@ -318,6 +318,8 @@ def _reembed(settings: Settings, embedder: BackgroundEmbedder) -> int:
             print(f"re-embedded {late} row(s) of {table} written meanwhile", file=sys.stderr)
         total += kept
     store.reembed.finish_reembed(embedder.name, embedder.dim)
+    for table in SEARCHABLE:  # the swapped tables have no vector index: searches would scan every vector until upkeep
+        store.reembed.index_vectors(table)
     print(
         f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}; "
         "the data directory records it, so commands and servers that set no embedding_model use it",

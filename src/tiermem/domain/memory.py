@@ -194,7 +194,8 @@ class Memory:
         # of a passage asked for runs inside it, so what a file sync stored and a user deleted is not stored again
         self.deletion_guard: DeletionGuard | None = None
         self._token_guard = threading.Lock()
-        self._token: tuple[float, object] | None = None  # (when its read started: monotonic, the change token)
+        # agents_only -> (when its read started: monotonic, the change token)
+        self._tokens: dict[bool, tuple[float, object]] = {}
         self._warming: threading.Thread | None = None  # ``warm``'s thread
         self._settling = threading.Event()  # set by ``settle``: no warm starts reading after it
         # folders and files (Letta's filesystem): each agent's view of them is kept with the agent
@@ -446,21 +447,23 @@ class Memory:
         by_id = {b.id: b for b in self.core.get_blocks(ids)}
         return [by_id[i] for i in ids if i in by_id]
 
-    def change_token(self, max_age: float = 0.0) -> object:
+    def change_token(self, max_age: float = 0.0, *, agents_only: bool = False) -> object:
         """Differs from an earlier call's value when another process may have changed agents or blocks since
         (``CoreStore.change_token``); ``watch_cheap`` says how often it is worth asking. With ``max_age``, a token
         any caller of this memory read less than ``max_age`` seconds ago is returned again: the watches of a
         multi-user server's tenants, which share one memory, then share one poll of the object store (three
         listings) instead of one each; callers asking at once wait for one read. A token is read before what it
-        stands for, so an older one delays a watch's look (by less than ``max_age``), never makes it miss a change."""
+        stands for, so an older one delays a watch's look (by less than ``max_age``), never makes it miss a change.
+        ``agents_only``: a token that need only move with the agents (whether a folder is attached: one listing)."""
         if max_age <= 0:
-            return self.core.change_token()
+            return self.core.change_token(agents_only)
         with self._token_guard:
-            if self._token is not None and time.monotonic() - self._token[0] < max_age:
-                return self._token[1]
+            held = self._tokens.get(agents_only)
+            if held is not None and time.monotonic() - held[0] < max_age:
+                return held[1]
             started = time.monotonic()
-            token = self.core.change_token()
-            self._token = (started, token)
+            token = self.core.change_token(agents_only)
+            self._tokens[agents_only] = (started, token)
             return token
 
     @property

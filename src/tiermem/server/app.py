@@ -313,7 +313,7 @@ def build_server(
     """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI);
     ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit);
     ``tools``: ``published_tools(settings)`` when the caller worked it out already."""
-    notifier = Notifier(handle, settings.watch_seconds)
+    notifier = Notifier(handle, settings.watch_seconds, settings.tools_watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
     # checked now: a bad `tools` setting fails at start, not at tools/list

@@ -14,7 +14,7 @@ never folded into the baseline.
 A client that subscribes to nothing (most hosts) is still told when another process attaches the agent's first
 folder or detaches its last (``tools/list_changed``: the file tools appear or go): every connection that listed the
 tools (``register_tool_listeners``) keeps the watch running in a cheaper mode while no one subscribes, which polls
-the token every ``TOOLS_POLL_SECONDS`` (object storage: ``TOOLS_POLL_REMOTE_SECONDS``, at least ``watch_seconds``)
+the token every ``TOOLS_POLL_SECONDS`` (object storage: every ``tools_watch_seconds``, the agents' listing alone)
 and reads only whether a folder is attached, when the token moved. On object storage the watches of one memory (a
 multi-user server's tenants) share one look at the token (``Memory.change_token``'s ``max_age``: ``_token_age``), and
 a client that lists the tools does not make the watch look at once. The watch thread ends once no one listens (and
@@ -83,7 +83,7 @@ FILES_URI_PREFIX = "memory://files/"  # memory://files/<folder>/<file>: a file a
 # tools appear or go at a folder's attach or detach, rare and not urgent; an idle server's poll costs next to nothing
 # on SQLite (``PRAGMA data_version``), three listings on object storage (hence the longer period there).
 TOOLS_POLL_SECONDS = 1.0
-TOOLS_POLL_REMOTE_SECONDS = 15.0
+TOOLS_POLL_OFF_SECONDS = 60.0  # object storage with ``tools_watch_seconds`` = 0: the tools-only watch only waits
 
 
 def block_uri(label: str) -> str:
@@ -138,7 +138,9 @@ class ListenerBus(InMemorySubscriptionBus):
 class Notifier:
     """Fans memory changes out to ``subscriptions/listen`` streams and legacy ``resources/subscribe`` sessions."""
 
-    def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
+    def __init__(
+        self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0, tools_watch_seconds: float = 5.0
+    ) -> None:
         self._pending: deque[Change] = deque()
         self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
         # file URIs open listen streams asked for -> how many streams: a file's update is published to the bus by URI
@@ -154,6 +156,7 @@ class Notifier:
         self._agent_id: str | None = None
         self._handle = handle
         self._watch_seconds = watch_seconds
+        self._tools_watch_seconds = tools_watch_seconds  # object storage, while only clients that listed tools watch
         self.bus = ListenerBus()  # the server's subscriptions/listen bus (build_server passes it to MCPServer)
         # The watch: its baseline (change token and block versions) and the thread that compares against it.
         self._watch_lock = threading.Lock()
@@ -326,11 +329,11 @@ class Notifier:
             return True
         try:
             memory, agent_id = self._handle.get()
-            period = max(TOOLS_POLL_SECONDS if memory.watch_cheap else TOOLS_POLL_REMOTE_SECONDS, self._watch_seconds)
-            self._sleep(period)
-            if self._listening():
-                return True  # a subscriber came meanwhile: the full watch takes over
-            token = memory.change_token(self._token_age(memory, period))
+            period = TOOLS_POLL_SECONDS if memory.watch_cheap else self._tools_watch_seconds
+            self._sleep(period or TOOLS_POLL_OFF_SECONDS)
+            if self._listening() or not period:
+                return True  # a subscriber came meanwhile: the full watch takes over (or this check is off)
+            token = memory.change_token(self._token_age(memory, period), agents_only=True)
             if token == self._tools_token:
                 return True
             attached = memory.files.has_folders(self._handle.live_id(memory))

@@ -13,6 +13,7 @@ composition's lease, ``domain.maintenance``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ from .schemas import REEMBED_RUN_LOCK_FILE, REEMBED_SUFFIX, REEMBEDDING, SEARCHA
 from .swaps import finish_swap
 from .tables import Rows
 
+log = logging.getLogger(__name__)
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
 
@@ -130,6 +132,16 @@ class Reembed:
             self.conn.tables[table] = self.conn.db.open_table(table)
         self.indexes.replaced(table)  # the copy has no index: a keyword search would find none of its rows
         return len(current), len(todo)
+
+    def index_vectors(self, table: str) -> None:
+        """Build the vector index of ``table`` once it holds enough rows (``Indexes.ensure_vector_index``), after
+        ``finish_reembed``: a swapped table has none, and without it every vector search is an exact scan until the
+        next upkeep. A build that fails is logged and left to that upkeep; the re-embedding itself is done."""
+        try:
+            if self.indexes.ensure_vector_index(table):
+                log.info("the vector index of %s is built over the new vectors", table)
+        except StoreError as exc:
+            log.warning("could not build the vector index of %s (the next upkeep builds it): %s", table, exc)
 
     def finish_reembed(self, model: str, dim: int) -> None:
         """Record the new model once every searchable table was swapped, then clear the mark (last)."""

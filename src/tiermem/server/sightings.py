@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .clientlog import MODERN
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from ..domain.memory import Change, Memory
 
 # the calling client's sightings, while one of its calls runs (set in the worker thread that runs it)
+Seen = tuple[int, datetime]  # a version of a block as a client saw it: its number and its commit time (``updated_at``)
 _watching: ContextVar[_Record | None] = ContextVar("tiermem_seen", default=None)
 _agent_model: ContextVar[bool] = ContextVar("tiermem_agent_model", default=False)  # set by ``agent_calls``
 
@@ -61,40 +63,63 @@ def agent_calls() -> Iterator[None]:
 
 def _heard(change: Change) -> None:
     """A memory's listener: a block version committed by the call under way counts as seen by its client when it is
-    the client's own edit on top of the version it saw (the one before it); a commit on top of a version the client
-    has not seen (another writer's), or of a block it has no record of, shows it nothing of the value."""
+    the client's own edit on top of the version it saw (the one before it), or the block its call created (the model
+    wrote its whole value); a commit on top of a version the client has not seen (another writer's), or of a block it
+    has no record of, shows it nothing of the value."""
     record = _watching.get()
-    if record is not None and change.kind == "block_updated" and change.block_id and change.version is not None:
-        record.committed(change.block_id, change.version)
+    if record is None or not change.block_id or change.version is None or change.updated_at is None:
+        return
+    if change.kind == "block_updated":
+        record.committed(change.block_id, (change.version, change.updated_at))
+    elif change.kind == "blocks_changed" and change.version == 1:
+        record.created(change.block_id, (change.version, change.updated_at))
 
 
 class _Record:
-    """One client's sightings: ``versions``, the version of each block (by id) it last saw, and when each was written
-    (a tick of its ``Sightings``' clock), so that a view answered late never replaces a later sighting."""
+    """One client's sightings: ``versions``, the version of each block (by id) it last saw, with the time that version
+    was committed (``Seen``: a block deleted and made again under its id, as the default agent's blocks are, numbers
+    its versions from 1 again, so a number alone could name another block's value), and when each was written (a tick
+    of its ``Sightings``' clock), so that a view answered late never replaces a later sighting."""
 
     def __init__(self, clock: Callable[[], int]) -> None:
-        self.versions: dict[str, int] = {}  # read without the lock by the commit's check (one dict.get)
+        self.versions: dict[str, Seen] = {}  # read without the lock by the commit's check (one dict.get)
         self._written: dict[str, int] = {}
         self._clock = clock
         self._lock = threading.Lock()
 
-    def saw(self, block_id: str, version: int, since: int) -> None:
-        """The client was shown ``version`` of the block, read after tick ``since``. A version below the recorded one
-        replaces it only when the read began after that record was written: versions only grow, so the block went
-        back meanwhile (a backup restored with ``--replace`` rolls a block back to its earlier versions); otherwise
-        the read was answered before a later commit the record already holds (parallel calls), and is dropped."""
+    def saw(self, block_id: str, seen: Seen, since: int) -> None:
+        """The client was shown version ``seen`` of the block, read after tick ``since``. A version below the recorded
+        one replaces it only when the read began after that record was written: versions only grow, so the block went
+        back meanwhile (a backup restored with ``--replace`` rolls a block back to its earlier versions, a block made
+        again under its id starts from 1); otherwise the read was answered before a later commit the record already
+        holds (parallel calls), and is dropped."""
         with self._lock:
             known = self.versions.get(block_id)
-            if known is None or version >= known or since > self._written[block_id]:
-                self.versions[block_id] = version
+            if known is None or seen[0] >= known[0] or since > self._written[block_id]:
+                self.versions[block_id] = seen
                 self._written[block_id] = self._clock()
 
-    def committed(self, block_id: str, version: int) -> None:
-        """The client's call committed ``version``: seen when the client had seen the version before it."""
+    def committed(self, block_id: str, seen: Seen) -> None:
+        """The client's call committed version ``seen``: seen when the client had seen the version before it."""
         with self._lock:
-            if self.versions.get(block_id) == version - 1:
-                self.versions[block_id] = version
+            known = self.versions.get(block_id)
+            if known is not None and known[0] == seen[0] - 1:
+                self.versions[block_id] = seen
                 self._written[block_id] = self._clock()
+
+    def created(self, block_id: str, seen: Seen) -> None:
+        """The client's call created the block (its first version, ``seen``), with a value the model wrote."""
+        with self._lock:
+            self.versions[block_id] = seen
+            self._written[block_id] = self._clock()
+
+
+class Request:
+    """A request's own context (what middleware and request handlers get: the ``initialize`` answer, ``server/discover``)
+    as a tool's context holds it, for ``Sightings``."""
+
+    def __init__(self, request_context: Any) -> None:
+        self.request_context = request_context
 
 
 class _Sessionless:
@@ -139,8 +164,9 @@ class Sightings:
                 record = self._by_client[client] = _Record(self.mark)
             return record
 
-    def of(self, ctx: Any) -> Mapping[str, int] | None:
-        """The calling client's sightings, block id -> version (None: a call without a client, not tracked)."""
+    def of(self, ctx: Any) -> Mapping[str, Seen] | None:
+        """The calling client's sightings, block id -> the version it saw and that version's commit time (None: a call
+        without a client, not tracked)."""
         record = self._record(ctx)
         return None if record is None else record.versions
 
@@ -150,7 +176,7 @@ class Sightings:
         record = self._record(ctx)
         if record is not None:
             for block in blocks:
-                record.saw(block.id, block.version, since)
+                record.saw(block.id, (block.version, block.updated_at), since)
 
     @contextmanager
     def watching(self, ctx: Any, memory: Memory) -> Iterator[None]:

@@ -288,7 +288,7 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     rt = runtime_of(ctx)
     since = rt.sightings.mark()
     text, blocks = await rt.call(ctx, Memory.core_memory, line_numbers=line_numbers)
-    rt.sightings.saw(ctx, blocks, since)
+    rt.sightings.saw(ctx, [b for b in blocks if rules.is_pinned(b)], since)  # the text names a detached block alone
     data = {
         "blocks": [
             {

@@ -294,3 +294,16 @@ async def test_a_replica_that_did_not_serve_the_view_refuses_the_rethink_until_i
         r = await on_a.call_tool("memory_rethink", {"label": "notes", "new_memory": "Plan: ship it now"})
         assert r.is_error and "changed since you last viewed it (version 1 -> 2)" in text_of(r), text_of(r)
     assert other.block(agent, "notes").value == "Plan: ship it"
+
+
+@pytest.mark.parametrize("prompt", ["memory_block", "memory_system"])
+async def test_a_block_a_prompt_shows_whole_is_seen(prompt: str, settings: Settings) -> None:
+    """The prompts that show a block whole (``memory_block``, ``memory_system``'s core memory) are given to the
+    model: the block they show counts as seen, so a rethink after one goes through."""
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with Client(server, cache=None) as c:
+        other.create_block(agent, BlockSpec(label="notes", value="Plan: ship"))  # after the handshake
+        got = await c.get_prompt(prompt, {"label": "notes"} if prompt == "memory_block" else {})
+        assert "Plan: ship" in "".join(getattr(m.content, "text", "") for m in got.messages)
+        await ok(c, "memory_rethink", label="notes", new_memory="Plan: ship it")

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from mcp.server.context import ServerMiddleware
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import MCPError
@@ -601,23 +601,30 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         title="Memory system prompt",
         description="MemGPT-style instructions for the memory tools followed by your rendered core memory.",
     )
-    async def memory_system() -> str:
+    async def memory_system(ctx: Context[Any, Any]) -> str:
         try:
+            from ..domain.blocks import render_block
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
-            return await runtime.call(None, Memory.system_prompt)
+            since = runtime.sightings.mark()
+            blocks = await runtime.call(None, Memory.blocks)  # read before the prompt: no later version than it shows
+            text = await runtime.call(None, Memory.system_prompt)
         except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+        # the blocks it shows whole, as read: the model the prompt is given to has seen them
+        runtime.sightings.saw(ctx, [b for b in blocks if is_pinned(b) and render_block(b) in text], since)
+        return text
 
     @server.prompt(
         name="memory_block",
         title="One memory block",
         description="One memory block (pinned or detached) with its description and limits, to review or edit it.",
     )
-    async def memory_block(label: str) -> str:
+    async def memory_block(label: str, ctx: Context[Any, Any]) -> str:
         from ..domain.blocks import render_block
         from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
+        since = runtime.sightings.mark()
         try:
             block = await runtime.read(Memory.block, label)
         except (NotFoundError, ValidationError) as exc:  # a label the agent lacks: the caller's mistake, no traceback
@@ -625,6 +632,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
         except TiermemError as exc:  # the store cannot be read: say why
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+        runtime.sightings.saw(ctx, [block], since)  # shown whole to the model the prompt is given to
         return (
             f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
             f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block)

@@ -6,25 +6,27 @@ change without anyone being told; so the rethink is refused when the block is no
 last saw (``Memory.edit(seen=...)``, checked in the commit's compare-and-set), and the model is asked to view the
 block again.
 
-Seen is what a client was shown whole: by its tool calls (``core_memory_view``, ``memory_open``, the ``memory``
-tool's view of a whole file or its edit's result, an edit's or a revert's result) and by the resources it read
-(``memory://core``, ``memory://blocks/<label>``): ``Sightings.saw``, with a ``mark`` taken before the read, so that a
-view answered after a parallel call's commit does not take the client's record back to the version before it. A
-commit of the client's own call counts as seen only on top of the version the client saw (``watching``): its own edit
-of what it saw, through a tool whose answer does not show the value (a multi-block ``memory_apply_patch``, the
-``memory`` tool's rename, Letta Code's ``memory`` tool); a commit on top of another writer's version shows it nothing
-of that version, and a block with no record gets none from a commit.
+Seen is what a client was shown whole: by the instructions its ``initialize`` (or ``server/discover``) answer carried
+(the pinned blocks they show whole: ``briefing.shown_whole``), by its tool calls (``core_memory_view``'s pinned
+blocks, ``memory_open``, the ``memory`` tool's view of a whole file or its edit's result, an edit's or a revert's
+result), by the resources it read (``memory://core``'s pinned blocks, ``memory://blocks/<label>``) and the prompts it
+got (``memory_block``, ``memory_system``): ``Sightings.saw``, with a ``mark`` taken before the read, so that a view
+answered after a parallel call's commit does not take the client's record back to the version before it. A version is
+its number and its commit time (``Seen``): a block deleted and made again under its id numbers from 1 again. A commit
+of the client's own call counts as seen only on top of the version the client saw (``watching``): its own edit of
+what it saw, through a tool whose answer does not show the value (a multi-block ``memory_apply_patch``, the ``memory``
+tool's rename, Letta Code's ``memory`` tool); a commit on top of another writer's version shows it nothing of that
+version, and a block with no record gets none from a commit, unless the call created it (its model wrote the value).
 
 A client is its connection (``sdk.connection_of``) on protocol versions with a handshake, where one connection
 carries all its requests; from 2026-07-28, and on stateless HTTP (``http_stateless``), a request has a connection of
 its own, so the server's clients there are one (a stdio server has one client anyway; on a shared HTTP server,
-another client's view then counts as seen, another process's edit never; replicas behind a balancer each keep their
-own record, and one that did not serve the view has none: there the rethink replaces the value as below). A block
-the client was never shown (only in the instructions or a hook's context) has no version here: its rethink replaces
-the value as the server reads it. A call without a client is not tracked, nor one the agent loop's model makes
-(``agent_calls``), even within a client's ``agent_chat``: that model is shown core memory afresh at each step, and its
-edits are not the client's. Nothing here imports the domain or the store: ``tools/list`` and the handshake need
-none of it.
+another client's view then counts as seen, another process's edit never). A rethink of a block the client has no
+record of (shown only in a hook's context or cut from the instructions; or by another replica behind a balancer, which
+keeps its own record) is refused, asking the model to view the block first (``memory._unseen``). A call without a
+client is not tracked, nor one the agent loop's model makes (``agent_calls``), even within a client's ``agent_chat``:
+that model is shown core memory afresh at each step, and its edits are not the client's. Nothing here imports the
+domain or the store: ``tools/list`` and the handshake need none of it.
 """
 
 from __future__ import annotations
@@ -115,8 +117,8 @@ class _Record:
 
 
 class Request:
-    """A request's own context (what middleware and request handlers get: the ``initialize`` answer, ``server/discover``)
-    as a tool's context holds it, for ``Sightings``."""
+    """A request's own context (what middleware and request handlers get: ``initialize``, ``server/discover``) as a
+    tool's context holds it, for ``Sightings``."""
 
     def __init__(self, request_context: Any) -> None:
         self.request_context = request_context

@@ -220,14 +220,15 @@ async def test_core_memory_view_shows_a_detached_block_by_its_name_alone(setting
         assert "Secret step." in other.block(agent, "notes").value
 
 
-async def test_the_blocks_the_instructions_show_whole_are_seen_at_connect(settings: Settings) -> None:
-    """The ``initialize`` answer's instructions show the pinned blocks whole: the client's model has seen them, so a
-    rethink right after connecting goes through, and one after another process's edit since is refused for it; a
-    detached block, which they name alone, is not seen."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_blocks_the_instructions_show_whole_are_seen_at_connect(mode: Any, settings: Settings) -> None:
+    """The instructions (the ``initialize`` answer's, or ``server/discover``'s) show the pinned blocks whole: the
+    client's model has seen them, so a rethink right after connecting goes through, and one after another process's
+    edit since is refused for it; a detached block, which they name alone, is not seen."""
     server = serve_in_process(settings)
     other, agent = serve_in_process(settings).runtime.handle.get()
     other.create_block(agent, BlockSpec(label="notes", value="Plan: ship", metadata={"pinned": "false"}))
-    async with Client(server, cache=None) as c:
+    async with Client(server, cache=None, mode=mode) as c:
         assert "<human>" in (c.instructions or "") and "Plan: ship" not in (c.instructions or "")
         await ok(c, "memory_rethink", label="human", new_memory="Name: Ada")
         other.edit(agent, "persona", b.Append("Speaks French."))

@@ -308,3 +308,23 @@ async def test_a_block_a_prompt_shows_whole_is_seen(prompt: str, settings: Setti
         got = await c.get_prompt(prompt, {"label": "notes"} if prompt == "memory_block" else {})
         assert "Plan: ship" in "".join(getattr(m.content, "text", "") for m in got.messages)
         await ok(c, "memory_rethink", label="notes", new_memory="Plan: ship it")
+
+
+async def test_a_block_the_instructions_show_in_part_is_not_seen(settings: Settings) -> None:
+    """Claude Code cuts instructions at 2,048 characters: a long pinned block is shown there in part, so it is not
+    seen (a rethink of it is refused until the model views it); the short one before it is."""
+    from mcp.types import Implementation
+
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    first, second = [x.label for x in other.blocks(agent)]
+    other.edit(agent, second, b.Rethink("I keep notes. " * 200))
+    async with Client(
+        server, cache=None, mode="legacy", client_info=Implementation(name="claude-code", version="2")
+    ) as c:
+        assert "more characters not shown" in (c.instructions or "")
+        r = await c.call_tool("memory_rethink", {"label": second, "new_memory": "I keep notes."})
+        assert r.is_error and "has not been shown to you whole by this server" in text_of(r), text_of(r)
+        await ok(c, "memory_rethink", label=first, new_memory="Name: Ada")
+        await ok(c, "memory_open", label=second)
+        await ok(c, "memory_rethink", label=second, new_memory="I keep notes.")

@@ -328,3 +328,27 @@ async def test_a_block_the_instructions_show_in_part_is_not_seen(settings: Setti
         await ok(c, "memory_rethink", label=first, new_memory="Name: Ada")
         await ok(c, "memory_open", label=second)
         await ok(c, "memory_rethink", label=second, new_memory="I keep notes.")
+
+
+async def test_a_version_is_known_by_its_number_and_commit_time_on_each_store(memory: Memory) -> None:
+    """On each core store, the version an edit's answer shows is the version a later read finds (its commit time read
+    back exactly, so a rethink from it goes through), and a block deleted and made again under its id at the same
+    number is another version: the rethink is refused."""
+    from tiermem.base.errors import ConflictError
+
+    agent = memory.ensure_agent("default").id
+    shown = memory.edit(agent, "human", b.Append("Name: Ada"))
+    seen = {shown.id: (shown.version, shown.updated_at)}
+    memory.edit(agent, "human", b.Rethink("Name: Ada Lovelace"), seen=seen)  # from version 2: goes through
+    seen = {shown.id: (shown.version + 1, memory.block(agent, "human").updated_at)}
+    memory.delete_agent(agent)
+    again = memory.ensure_agent("default").id
+    memory.edit(again, "human", b.Append("Name: Bob"))
+    memory.edit(again, "human", b.Append("Likes tea."))
+    made = memory.block(again, "human")
+    assert (made.id, made.version) == (shown.id, shown.version + 1)
+    with pytest.raises(ConflictError, match=r"changed since you last viewed it \(deleted and made again\)"):
+        memory.edit(again, "human", b.Rethink("Name: Ada"), seen=seen)
+    with pytest.raises(ConflictError, match="has not been shown to you whole by this server"):
+        memory.edit(again, "human", b.Rethink("Name: Ada"), seen={})
+    assert memory.block(again, "human").value.endswith("Likes tea.")

@@ -269,12 +269,13 @@ async def test_a_block_made_again_under_its_id_is_not_the_one_seen(settings: Set
         await ok(c, "memory_rethink", label="human", new_memory="Name: Bob")
 
 
-async def test_a_replica_that_did_not_serve_the_view_refuses_the_rethink_until_it_serves_one(
+async def test_a_replica_that_did_not_serve_the_view_refuses_the_rethink_and_shows_the_block(
     settings: Settings,
 ) -> None:
     """Two stateless HTTP servers on one store (replicas behind a balancer), each request of the client served by
     either: the replica that served the view knows the client saw the block, the other does not and refuses the
-    rethink, saying to view the block; once a view is served there, the rethink is too."""
+    rethink, showing the block as it is now, which counts as seen there: the rethink written from it goes through on
+    either replica (a view and a rethink alternating between two replicas would otherwise never meet)."""
     other, agent = serve_in_process(settings).runtime.handle.get()
     async with (
         stateless_http(settings) as a,
@@ -290,11 +291,14 @@ async def test_a_replica_that_did_not_serve_the_view_refuses_the_rethink_until_i
             "server (a view served by another server process does not count)"
         ), text_of(r)
         assert "memory_open with label `notes`" in text_of(r)
-        await ok(on_b, "memory_open", label="notes")
+        assert "The block as it is now (version 1), shown whole:\n<notes>" in text_of(r)
+        assert "\nPlan: ship\n" in text_of(r)
         await ok(on_b, "memory_rethink", label="notes", new_memory="Plan: ship it")
         r = await on_a.call_tool("memory_rethink", {"label": "notes", "new_memory": "Plan: ship it now"})
         assert r.is_error and "changed since you last viewed it (version 1 -> 2)" in text_of(r), text_of(r)
-    assert other.block(agent, "notes").value == "Plan: ship it"
+        assert "The block as it is now (version 2)" in text_of(r) and "\nPlan: ship it\n" in text_of(r)
+        await ok(on_a, "memory_rethink", label="notes", new_memory="Plan: ship it now")
+    assert other.block(agent, "notes").value == "Plan: ship it now"
 
 
 @pytest.mark.parametrize("prompt", ["memory_block", "memory_system"])

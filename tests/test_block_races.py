@@ -159,21 +159,23 @@ def test_a_rethink_over_another_writers_edit_is_refused_an_append_is_reapplied(
 def test_a_rethink_from_a_version_the_model_saw_is_refused_over_any_later_edit(
     two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``seen``: the version the model wrote its rethink from. An edit committed before the rethink's read, or
-    between its read and its commit (in the compare-and-set itself), is not dropped: the rethink is refused with
-    Letta's words and the way out; at the version seen, it goes through."""
+    """``seen``: the version the model wrote its rethink from (its number and commit time). An edit committed before
+    the rethink's read, or between its read and its commit (in the compare-and-set itself), is not dropped: the
+    rethink is refused with Letta's words and the way out; at the version seen, it goes through."""
     one, other, agent = two
     shown = one.edit(agent, "human", b.Rethink("name: Alice"))
     other.edit(agent, "human", b.Append("pet: cat"))  # before the rethink reads the block
     with pytest.raises(ConflictError, match=r"^No rewrite was performed: memory block with label `human` changed "):
-        one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: shown.version})
+        one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: (shown.version, shown.updated_at)})
     shown = one.block(agent, "human")
     before_next_commit(one, lambda: other.edit(agent, "human", b.Append("job: chef")), monkeypatch)
     with pytest.raises(ConflictError, match=r"View the block again \(with whichever you have: memory_open with label "):
-        one.edit(agent, "human", b.Rethink("name: Alicia\npet: cat"), seen={shown.id: shown.version})
+        one.edit(
+            agent, "human", b.Rethink("name: Alicia\npet: cat"), seen={shown.id: (shown.version, shown.updated_at)}
+        )
     assert one.block(agent, "human").value == "name: Alice\npet: cat\njob: chef"
     shown = one.block(agent, "human")
-    done = one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: shown.version})
+    done = one.edit(agent, "human", b.Rethink("name: Alicia"), seen={shown.id: (shown.version, shown.updated_at)})
     assert done.value == "name: Alicia" and done.version == shown.version + 1
 
 

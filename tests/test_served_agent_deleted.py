@@ -40,6 +40,9 @@ async def test_a_server_whose_agent_was_deleted_elsewhere_names_it_and_serves_th
             await c.read_resource("memory://blocks/human")
 
         made = other.create_agent("proj").id
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "v2"})  # a block never shown to it
+        assert r.is_error and "has not been shown to you whole by this server" in text_of(r), text_of(r)
+        await c.call_tool("memory_open", {"label": "human"})
         r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "v2"})
         assert not r.is_error, text_of(r)
         assert other.block(made, "human").value == "v2"

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ..base.quoting import neutral
 from ..base.records import Block
-from .blocks import is_pinned, render_core_memory
+from .blocks import is_pinned, render_block, render_core_memory
 
 # Hosts that cut the server's instructions, by the ``clientInfo.name`` they send: Claude Code keeps the first 2,048
 # characters of all of a server's instructions (measured with Claude Code 2.1). Other hosts pass them whole.
@@ -109,10 +109,7 @@ def instructions(
     head = guidance(tools, editors=editors, dialect=dialect)
     hint = where_to_read(tools, resources=resources)
     if blocks is not None:  # quoted: no markup in a block can close its element or open another
-        blocks = [
-            replace(b, label=neutral(b.label), value=neutral(b.value), description=neutral(b.description))
-            for b in blocks
-        ]
+        blocks = [_quoted(b) for b in blocks]
     if blocks is None:
         return _fit(head + "\n\nYour core memory could not be loaded with these instructions. " + hint, budget)
     full, short = directories
@@ -127,6 +124,19 @@ def instructions(
         if core:
             return head + "\n\n" + core + "\n\n" + short
     return text
+
+
+def _quoted(block: Block) -> Block:
+    return replace(
+        block, label=neutral(block.label), value=neutral(block.value), description=neutral(block.description)
+    )
+
+
+def shown_whole(blocks: Sequence[Block], text: str) -> list[Block]:
+    """The blocks whose whole value ``text``, the ``instructions`` over ``blocks``, shows (in Letta's layout or the
+    compact one); not a block shown in part, listed by name or left out: what the client's model has seen of them."""
+    quoted = [(b, _quoted(b)) for b in blocks if is_pinned(b)]
+    return [b for b, q in quoted if render_block(q) in text or _compact(q) in text]
 
 
 def render_core_within(blocks: Sequence[Block], budget: int, *, hint: str) -> str:

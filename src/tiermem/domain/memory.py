@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 from zoneinfo import ZoneInfo
 
@@ -103,6 +103,7 @@ class Change:
     label: str | None = None
     version: int | None = None  # a block_updated's new version
     block_id: str | None = None  # a block_updated's block
+    updated_at: datetime | None = None  # a block_updated's new version's commit time (with ``version``: which one)
 
 
 Listener = Callable[[Change], None]
@@ -529,17 +530,20 @@ class Memory:
         *,
         actor: str | None = None,
         expected_version: int | None = None,
-        seen: Mapping[str, int] | None = None,
+        seen: Mapping[str, tuple[int, datetime]] | None = None,
     ) -> Block:
         """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal; with
         ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version. ``seen``:
-        the version of each block (by id) the model last saw, when the caller knows it (a server's client:
-        ``server/sightings.py``); a whole-value edit (``Rethink``) of a block at another version now is refused
-        (``ConflictError``, nothing written): it was written from a value without the edits since."""
+        the version of each block (by id) the model last saw and its commit time, when the caller knows it (a
+        server's client: ``server/sightings.py``); a whole-value edit (``Rethink``) of a block at another version now
+        is refused (``ConflictError``, nothing written): it was written from a value without the edits since; so is
+        one of a block the model was not shown: it was written from no value at all."""
         actor = actor or current_actor.get()
         self._check_sizes(edit)
         block = self.block(agent_id, label)
         saw = seen.get(block.id) if seen is not None and isinstance(edit, rules.Rethink) else None
+        if seen is not None and isinstance(edit, rules.Rethink) and saw is None:
+            raise _unseen(block)
         return self._edit(block, edit, actor=actor, expected_version=expected_version, seen=saw)
 
     def _edit(
@@ -549,7 +553,7 @@ class Memory:
         *,
         actor: str,
         expected_version: int | None = None,
-        seen: int | None = None,
+        seen: tuple[int, datetime] | None = None,
     ) -> Block:
         """``edit`` applied to ``block`` as the caller read it: a whole-value edit (``Rethink``) over a value another
         writer changed since that read is refused (``_replaced_meanwhile``), however long ago the read was; with
@@ -558,8 +562,8 @@ class Memory:
 
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
-            if seen is not None and current.version != seen:
-                raise _unseen_change(current, seen)  # it would drop edits the model has not seen
+            if seen is not None and (current.version, current.updated_at) != seen:
+                raise _unseen_change(current, seen[0])  # it would drop edits the model has not seen
             if isinstance(edit, rules.Rethink) and current.value not in (block.value, edit.new):
                 raise _replaced_meanwhile(block, current)  # re-applying it would overwrite the other writer's edit
             return replace(
@@ -704,7 +708,7 @@ class Memory:
             self.core.create_block(agent_id, new, first)  # the label checked again, in the same step as the writes
         except LabelTakenError:  # another process created (or renamed a block to) this label meanwhile
             raise _create_taken(spec.label) from None
-        self._emit(Change("blocks_changed", (agent_id,)))
+        self._emit(Change("blocks_changed", (agent_id,), new.label, new.version, new.id, new.updated_at))
         block = self.core.get_block(block_id)
         assert block is not None
         return block
@@ -1181,7 +1185,8 @@ class Memory:
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
                 if agents is not None:
-                    self._emit(Change("block_updated", agents, committed.label, committed.version, committed.id))
+                    c = committed
+                    self._emit(Change("block_updated", agents, c.label, c.version, c.id, c.updated_at))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
                 current = self.core.get_block(block_id)
@@ -1277,14 +1282,33 @@ def _replaced_meanwhile(read: Block, current: Block) -> ConflictError:
 
 def _unseen_change(current: Block, seen: int) -> ConflictError:
     """A ``memory_rethink`` written from version ``seen`` of a block another writer (or another of the model's
-    calls) changed since: Letta's words for an edit not made, and what to do."""
+    calls) changed since (or deleted and made again under its id): Letta's words for an edit not made, and what to
+    do."""
+    moved = f"version {seen} -> {current.version}" if seen != current.version else "deleted and made again"
     return ConflictError(
         f"No rewrite was performed: memory block with label `{current.label}` changed since you last viewed it "
-        f"(version {seen} -> {current.version}), and memory_rethink replaces the whole value, which would drop that "
-        f"change. View the block again (with whichever you have: memory_open with label `{current.label}`, "
-        f"core_memory_view, the memory tool's view of /memories/{current.label}, or the resource "
-        f"memory://blocks/{current.label}), then call memory_rethink with the whole new value, keeping that change if "
-        "it should stay."
+        f"({moved}), and memory_rethink replaces the whole value, which would drop that "
+        f"change. View the block again ({_viewers(current.label)}), then call memory_rethink with the whole new "
+        "value, keeping that change if it should stay."
+    )
+
+
+def _unseen(block: Block) -> ConflictError:
+    """A ``memory_rethink`` of a block this server has not shown the caller (not since it connected, nor on this
+    server process: a replica behind a balancer knows only the views it served): what to do."""
+    return ConflictError(
+        f"No rewrite was performed: memory block with label `{block.label}` has not been shown to you whole by this "
+        "server (a view served by another server process does not count), and memory_rethink replaces the whole "
+        f"value, which would drop what it holds now. View the block first ({_viewers(block.label)}), then call "
+        "memory_rethink with the whole new value, keeping what should stay."
+    )
+
+
+def _viewers(label: str) -> str:
+    """The ways to view the block ``label`` whole, as a refused rethink names them."""
+    return (
+        f"with whichever you have: memory_open with label `{label}`, core_memory_view, the memory tool's view of "
+        f"/memories/{label}, or the resource memory://blocks/{label}"
     )
 
 

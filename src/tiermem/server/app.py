@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from mcp.server.context import ServerMiddleware
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import MCPError
@@ -63,6 +63,7 @@ from .sdk import (
     set_tool_manager,
     tool_manager,
 )
+from .sightings import Request
 from .timeline_resource import register_timeline
 
 if TYPE_CHECKING:
@@ -320,14 +321,19 @@ def build_server(
     names = published_tools(settings) if tools is None else tools
     editors = label_editors(settings.memory_tool_dialect)
 
-    async def instruct(client: str | None) -> str:
-        """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
+    async def instruct(client: str | None, request: Any) -> str:
+        """The instructions for the client named ``client``: what it can do, and core memory as it is now; the blocks
+        they show whole count as seen by the client (``request``'s): its model is shown them at connect."""
         budget = briefing.budget_for(client, settings.instructions_max_chars)
+        since = runtime.sightings.mark()
         blocks = await runtime.blocks_now(INSTRUCTIONS_WAIT)
         directories = await runtime.directories_now() if blocks is not None else ("", "")
-        return briefing.instructions(
+        text = briefing.instructions(
             blocks, names, budget, editors=editors, dialect=settings.memory_tool_dialect, directories=directories
         )
+        if blocks is not None:
+            runtime.sightings.saw(Request(request), briefing.shown_whole(blocks, text), since)
+        return text
 
     server = TiermemServer(
         name="tiermem",
@@ -375,7 +381,7 @@ def build_server(
 
 
 def current_instructions(
-    instruct: Callable[[str | None], Awaitable[str]],
+    instruct: Callable[[str | None, Any], Awaitable[str]],
 ) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
     """Server middleware: the ``initialize`` answer carries instructions rendered for that client, with core memory
     as it is at that moment (the SDK would send the text fixed when the server was built)."""
@@ -384,13 +390,13 @@ def current_instructions(
         result = await call_next(ctx)
         if getattr(ctx, "method", "") == "initialize" and isinstance(result, dict):
             info = (ctx.params or {}).get("clientInfo") or {}
-            result["instructions"] = await instruct(info.get("name") if isinstance(info, dict) else None)
+            result["instructions"] = await instruct(info.get("name") if isinstance(info, dict) else None, ctx)
         return result
 
     return middleware
 
 
-def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[str]]) -> Any:
+def discover(server: TiermemServer, instruct: Callable[[str | None, Any], Awaitable[str]]) -> Any:
     """The ``server/discover`` handler (protocol 2026-07-28): the SDK's answer with instructions rendered now, marked
     stale at once (``ttlMs`` 0) and private to the caller, so a client that asks again gets current core memory."""
     from mcp.types import DiscoverResult
@@ -398,7 +404,7 @@ def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[s
     async def handle(ctx: Any, params: Any) -> DiscoverResult:
         result: DiscoverResult = await sdk_discover(server, ctx, params)
         client = ctx.session.client_params
-        text = await instruct(client.client_info.name if client is not None else None)
+        text = await instruct(client.client_info.name if client is not None else None, ctx)
         return result.model_copy(update={"instructions": text, "ttl_ms": 0, "cache_scope": "private"})
 
     return handle
@@ -595,23 +601,30 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         title="Memory system prompt",
         description="MemGPT-style instructions for the memory tools followed by your rendered core memory.",
     )
-    async def memory_system() -> str:
+    async def memory_system(ctx: Context[Any, Any]) -> str:
         try:
+            from ..domain.blocks import render_block
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
-            return await runtime.call(None, Memory.system_prompt)
+            since = runtime.sightings.mark()
+            blocks = await runtime.call(None, Memory.blocks)  # read before the prompt: no later version than it shows
+            text = await runtime.call(None, Memory.system_prompt)
         except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+        # the blocks it shows whole, as read: the model the prompt is given to has seen them
+        runtime.sightings.saw(ctx, [b for b in blocks if is_pinned(b) and render_block(b) in text], since)
+        return text
 
     @server.prompt(
         name="memory_block",
         title="One memory block",
         description="One memory block (pinned or detached) with its description and limits, to review or edit it.",
     )
-    async def memory_block(label: str) -> str:
+    async def memory_block(label: str, ctx: Context[Any, Any]) -> str:
         from ..domain.blocks import render_block
         from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
+        since = runtime.sightings.mark()
         try:
             block = await runtime.read(Memory.block, label)
         except (NotFoundError, ValidationError) as exc:  # a label the agent lacks: the caller's mistake, no traceback
@@ -619,6 +632,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
         except TiermemError as exc:  # the store cannot be read: say why
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+        runtime.sightings.saw(ctx, [block], since)  # shown whole to the model the prompt is given to
         return (
             f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
             f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block)

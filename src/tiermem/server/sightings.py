@@ -6,25 +6,27 @@ change without anyone being told; so the rethink is refused when the block is no
 last saw (``Memory.edit(seen=...)``, checked in the commit's compare-and-set), and the model is asked to view the
 block again.
 
-Seen is what a client was shown whole: by its tool calls (``core_memory_view``, ``memory_open``, the ``memory``
-tool's view of a whole file or its edit's result, an edit's or a revert's result) and by the resources it read
-(``memory://core``, ``memory://blocks/<label>``): ``Sightings.saw``, with a ``mark`` taken before the read, so that a
-view answered after a parallel call's commit does not take the client's record back to the version before it. A
-commit of the client's own call counts as seen only on top of the version the client saw (``watching``): its own edit
-of what it saw, through a tool whose answer does not show the value (a multi-block ``memory_apply_patch``, the
-``memory`` tool's rename, Letta Code's ``memory`` tool); a commit on top of another writer's version shows it nothing
-of that version, and a block with no record gets none from a commit.
+Seen is what a client was shown whole: by the instructions its ``initialize`` (or ``server/discover``) answer carried
+(the pinned blocks they show whole: ``briefing.shown_whole``), by its tool calls (``core_memory_view``'s pinned
+blocks, ``memory_open``, the ``memory`` tool's view of a whole file or its edit's result, an edit's or a revert's
+result), by the resources it read (``memory://core``'s pinned blocks, ``memory://blocks/<label>``) and the prompts it
+got (``memory_block``, ``memory_system``): ``Sightings.saw``, with a ``mark`` taken before the read, so that a view
+answered after a parallel call's commit does not take the client's record back to the version before it. A version is
+its number and its commit time (``Seen``): a block deleted and made again under its id numbers from 1 again. A commit
+of the client's own call counts as seen only on top of the version the client saw (``watching``): its own edit of
+what it saw, through a tool whose answer does not show the value (a multi-block ``memory_apply_patch``, the ``memory``
+tool's rename, Letta Code's ``memory`` tool); a commit on top of another writer's version shows it nothing of that
+version, and a block with no record gets none from a commit, unless the call created it (its model wrote the value).
 
 A client is its connection (``sdk.connection_of``) on protocol versions with a handshake, where one connection
 carries all its requests; from 2026-07-28, and on stateless HTTP (``http_stateless``), a request has a connection of
 its own, so the server's clients there are one (a stdio server has one client anyway; on a shared HTTP server,
-another client's view then counts as seen, another process's edit never; replicas behind a balancer each keep their
-own record, and one that did not serve the view has none: there the rethink replaces the value as below). A block
-the client was never shown (only in the instructions or a hook's context) has no version here: its rethink replaces
-the value as the server reads it. A call without a client is not tracked, nor one the agent loop's model makes
-(``agent_calls``), even within a client's ``agent_chat``: that model is shown core memory afresh at each step, and its
-edits are not the client's. Nothing here imports the domain or the store: ``tools/list`` and the handshake need
-none of it.
+another client's view then counts as seen, another process's edit never). A rethink of a block the client has no
+record of (shown only in a hook's context or cut from the instructions; or by another replica behind a balancer, which
+keeps its own record) is refused, asking the model to view the block first (``memory._unseen``). A call without a
+client is not tracked, nor one the agent loop's model makes (``agent_calls``), even within a client's ``agent_chat``:
+that model is shown core memory afresh at each step, and its edits are not the client's. Nothing here imports the
+domain or the store: ``tools/list`` and the handshake need none of it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .clientlog import MODERN
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from ..domain.memory import Change, Memory
 
 # the calling client's sightings, while one of its calls runs (set in the worker thread that runs it)
+Seen = tuple[int, datetime]  # a version of a block as a client saw it: its number and its commit time (``updated_at``)
 _watching: ContextVar[_Record | None] = ContextVar("tiermem_seen", default=None)
 _agent_model: ContextVar[bool] = ContextVar("tiermem_agent_model", default=False)  # set by ``agent_calls``
 
@@ -61,40 +65,63 @@ def agent_calls() -> Iterator[None]:
 
 def _heard(change: Change) -> None:
     """A memory's listener: a block version committed by the call under way counts as seen by its client when it is
-    the client's own edit on top of the version it saw (the one before it); a commit on top of a version the client
-    has not seen (another writer's), or of a block it has no record of, shows it nothing of the value."""
+    the client's own edit on top of the version it saw (the one before it), or the block its call created (the model
+    wrote its whole value); a commit on top of a version the client has not seen (another writer's), or of a block it
+    has no record of, shows it nothing of the value."""
     record = _watching.get()
-    if record is not None and change.kind == "block_updated" and change.block_id and change.version is not None:
-        record.committed(change.block_id, change.version)
+    if record is None or not change.block_id or change.version is None or change.updated_at is None:
+        return
+    if change.kind == "block_updated":
+        record.committed(change.block_id, (change.version, change.updated_at))
+    elif change.kind == "blocks_changed" and change.version == 1:
+        record.created(change.block_id, (change.version, change.updated_at))
 
 
 class _Record:
-    """One client's sightings: ``versions``, the version of each block (by id) it last saw, and when each was written
-    (a tick of its ``Sightings``' clock), so that a view answered late never replaces a later sighting."""
+    """One client's sightings: ``versions``, the version of each block (by id) it last saw, with the time that version
+    was committed (``Seen``: a block deleted and made again under its id, as the default agent's blocks are, numbers
+    its versions from 1 again, so a number alone could name another block's value), and when each was written (a tick
+    of its ``Sightings``' clock), so that a view answered late never replaces a later sighting."""
 
     def __init__(self, clock: Callable[[], int]) -> None:
-        self.versions: dict[str, int] = {}  # read without the lock by the commit's check (one dict.get)
+        self.versions: dict[str, Seen] = {}  # read without the lock by the commit's check (one dict.get)
         self._written: dict[str, int] = {}
         self._clock = clock
         self._lock = threading.Lock()
 
-    def saw(self, block_id: str, version: int, since: int) -> None:
-        """The client was shown ``version`` of the block, read after tick ``since``. A version below the recorded one
-        replaces it only when the read began after that record was written: versions only grow, so the block went
-        back meanwhile (a backup restored with ``--replace`` rolls a block back to its earlier versions); otherwise
-        the read was answered before a later commit the record already holds (parallel calls), and is dropped."""
+    def saw(self, block_id: str, seen: Seen, since: int) -> None:
+        """The client was shown version ``seen`` of the block, read after tick ``since``. A version below the recorded
+        one replaces it only when the read began after that record was written: versions only grow, so the block went
+        back meanwhile (a backup restored with ``--replace`` rolls a block back to its earlier versions, a block made
+        again under its id starts from 1); otherwise the read was answered before a later commit the record already
+        holds (parallel calls), and is dropped."""
         with self._lock:
             known = self.versions.get(block_id)
-            if known is None or version >= known or since > self._written[block_id]:
-                self.versions[block_id] = version
+            if known is None or seen[0] >= known[0] or since > self._written[block_id]:
+                self.versions[block_id] = seen
                 self._written[block_id] = self._clock()
 
-    def committed(self, block_id: str, version: int) -> None:
-        """The client's call committed ``version``: seen when the client had seen the version before it."""
+    def committed(self, block_id: str, seen: Seen) -> None:
+        """The client's call committed version ``seen``: seen when the client had seen the version before it."""
         with self._lock:
-            if self.versions.get(block_id) == version - 1:
-                self.versions[block_id] = version
+            known = self.versions.get(block_id)
+            if known is not None and known[0] == seen[0] - 1:
+                self.versions[block_id] = seen
                 self._written[block_id] = self._clock()
+
+    def created(self, block_id: str, seen: Seen) -> None:
+        """The client's call created the block (its first version, ``seen``), with a value the model wrote."""
+        with self._lock:
+            self.versions[block_id] = seen
+            self._written[block_id] = self._clock()
+
+
+class Request:
+    """A request's own context (what middleware and request handlers get: ``initialize``, ``server/discover``) as a
+    tool's context holds it, for ``Sightings``."""
+
+    def __init__(self, request_context: Any) -> None:
+        self.request_context = request_context
 
 
 class _Sessionless:
@@ -139,8 +166,9 @@ class Sightings:
                 record = self._by_client[client] = _Record(self.mark)
             return record
 
-    def of(self, ctx: Any) -> Mapping[str, int] | None:
-        """The calling client's sightings, block id -> version (None: a call without a client, not tracked)."""
+    def of(self, ctx: Any) -> Mapping[str, Seen] | None:
+        """The calling client's sightings, block id -> the version it saw and that version's commit time (None: a call
+        without a client, not tracked)."""
         record = self._record(ctx)
         return None if record is None else record.versions
 
@@ -150,7 +178,7 @@ class Sightings:
         record = self._record(ctx)
         if record is not None:
             for block in blocks:
-                record.saw(block.id, block.version, since)
+                record.saw(block.id, (block.version, block.updated_at), since)
 
     @contextmanager
     def watching(self, ctx: Any, memory: Memory) -> Iterator[None]:

@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ..base.errors import SchemaError, StoreBusyError, StoreError, TiermemError
+from ..base.errors import ConflictError, SchemaError, StoreBusyError, StoreError, TiermemError
 from ..domain import block_patch, idempotency
 from ..domain import blocks as rules
 from ..domain.memory import Memory
@@ -183,10 +183,23 @@ def model_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
 
 async def _edit(ctx: Context[Any, Any], label: str, edit: rules.Edit) -> str:
     """``edit`` applied to the block ``label``: a ``memory_rethink`` is refused over a version the client's model has
-    not seen (``sightings.py``); the block as the result shows it is seen from then on."""
+    not seen (``sightings.py``); the block as the result shows it is seen from then on. A refused rethink shows the
+    block as it is now, which counts as seen: the model writes its rethink again from it (behind a balancer, where
+    each request may reach another replica, a view and a rethink served by two of them would otherwise never meet)."""
     rt = runtime_of(ctx)
     since = rt.sightings.mark()
-    block = await rt.call(ctx, Memory.edit, label, edit, seen=rt.sightings.of(ctx))
+    seen = rt.sightings.of(ctx)
+    try:
+        block = await rt.call(ctx, Memory.edit, label, edit, seen=seen)
+    except ConflictError as exc:
+        if seen is None or not isinstance(edit, rules.Rethink):
+            raise
+        since = rt.sightings.mark()
+        now = await rt.call(ctx, Memory.block, label)
+        rt.sightings.saw(ctx, [now], since)
+        raise ConflictError(
+            f"{exc}\n\nThe block as it is now (version {now.version}), shown whole:\n{rules.render_block(now)}"
+        ) from exc
     rt.sightings.saw(ctx, [block], since)
     return block.value
 
@@ -288,7 +301,7 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     rt = runtime_of(ctx)
     since = rt.sightings.mark()
     text, blocks = await rt.call(ctx, Memory.core_memory, line_numbers=line_numbers)
-    rt.sightings.saw(ctx, blocks, since)
+    rt.sightings.saw(ctx, [b for b in blocks if rules.is_pinned(b)], since)  # the text names a detached block alone
     data = {
         "blocks": [
             {

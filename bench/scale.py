@@ -285,6 +285,8 @@ def _copy_to_messages(memory: Any, agent: str) -> None:
             "text": pa.array([f"user: {c}" for c in part.column("content").to_pylist()]),
             "created_us": part.column("created_us"),
             "vector": part.column("vector"),
+            "project": pa.nulls(n, pa.string()),
+            "plumbing": pa.array([False] * n),
         }
         target.add(pa.table([columns[f.name] for f in schema], schema=schema))
 

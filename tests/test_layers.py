@@ -66,6 +66,7 @@ MODULE_LAYER = {
     "domain.filesystem": 5,  # folders and files as each agent sees them (over the archive's file rows)
     "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
+    "domain.keyword_context": 6,  # the turn before each message in its keyword text, made right in older rows
     "domain.factory": 7,  # builds memory from settings
     "domain.doctor_checks": 7,  # the checks doctor runs (over memory)
     "domain.maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it

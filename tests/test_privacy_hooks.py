@@ -349,8 +349,9 @@ def _v1_store(uri: str, storage_options: dict[str, str] | None = None) -> None:
     """A store as tiermem wrote it at schema version 1: messages and passages without ``project``, one row each."""
     db, _ = connect(uri, storage_options, 8 << 20, 8 << 20)
     for name, schema in table_schemas(384).items():
-        if "project" in schema.names:
-            schema = schema.remove(schema.get_field_index("project"))
+        for later in ("project", "plumbing"):  # columns of schema versions 2 and 3
+            if later in schema.names:
+                schema = schema.remove(schema.get_field_index(later))
         db.create_table(name, schema=schema)
     db.open_table("meta").add(
         [
@@ -395,9 +396,10 @@ def _v1_store(uri: str, storage_options: dict[str, str] | None = None) -> None:
 def _check_migrated(uri: str, storage_options: dict[str, str] | None = None) -> None:
     options: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384, **options)
-    assert store.conn.meta()["schema_version"] == str(SCHEMA_VERSION) == "2"
+    assert store.conn.meta()["schema_version"] == str(SCHEMA_VERSION) == "3"
     for table in ("messages", "passages"):
         assert "project" in store.conn.schema_fields(table)
+    assert "plumbing" in store.conn.schema_fields("messages")  # 2 -> 3 in the same migration
     shared = Filter(agent_id="agent-1", projects=("somewhere", None))
     assert [r["id"] for r in store.rows.select("passages", shared, limit=10)] == ["passage-old"]  # old rows: shared
     assert [m.project for m in store.rows.messages(shared)] == [None]
@@ -420,7 +422,7 @@ def _check_migrated(uri: str, storage_options: dict[str, str] | None = None) -> 
     )
     assert store.rows.count("passages", Filter(projects=("somewhere",))) == 1
     again = Store(uri, embedding_model="hashing-384", embedding_dim=384, **options)  # opened again: nothing to do
-    assert again.conn.meta()["schema_version"] == "2" and again.rows.count("passages") == 2
+    assert again.conn.meta()["schema_version"] == "3" and again.rows.count("passages") == 2
 
 
 def test_a_version_1_store_is_migrated_and_refused_by_what_cannot_read_it(tmp_path: Path) -> None:

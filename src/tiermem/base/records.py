@@ -169,7 +169,7 @@ class Found:
     bm25: float | None = None
     seq: int | None = None
     plumbing: bool = (
-        False  # a message of the agent loop's own plumbing, told from its payload (``store.query.PLUMBING``)
+        False  # a message of the agent loop's own plumbing, decided when it was written (``store.query.is_plumbing``)
     )
 
 

@@ -881,7 +881,7 @@ class Archive:
 
     def _linked_rows(self, table: str, where: Filter, *, said_only: bool = False) -> dict[str, Hit]:
         """The rows of ``table`` under ``where`` as results, by id; ``said_only``: only those a search returns
-        (``ranking.said``: of a message, the store tells from its payload whether it is the agent loop's plumbing)."""
+        (``ranking.said``: of a message, its ``plumbing`` column tells whether it is the agent loop's plumbing)."""
         if not said_only:
             rows = self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])
             return {r["id"]: _as_hit(table, r) for r in rows}
@@ -948,8 +948,7 @@ def _found_hit(table: str, f: Found) -> Hit:
 def _legs_where(kind: Kind, where: Filter) -> Filter:
     """The filter of a search's legs: ``where``, and of a search reading tool results, none of the agent loop's
     plumbing (``store.query.TOOL_PLUMBING``, in the store: hundreds of send_message results would otherwise fill the
-    legs' depth, and the real results past it be lost). Only then: the clause reads the payloads of the rows of the
-    searched roles (the bitmap index on role picks them), and a search of what was said meets few of the loop's
+    legs' depth, and the real results past it be lost). Only then: a search of what was said meets few of the loop's
     answers (``Found.plumbing`` leaves those out of what the legs read)."""
     if kind.table != "messages" or where.roles is None or "tool" not in where.roles:
         return where

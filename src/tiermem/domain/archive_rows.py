@@ -9,13 +9,13 @@ may not reach the store (``tests/test_layers.py``: STORE_HOLDERS), so these are 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
 from ..base.records import Message, Passage
-from ..store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
+from ..store import DERIVED, KEYWORD_CONTEXT, KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
 from .links import Link
 from .search.cjk import MAX_CHARS, base_of, keyword_text, scripts
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 EVERY_ROW = 10**9  # a page size that is every row of one agent
 ID_BATCH = 1000  # ids asked about in one read (``existing``): a filter of bounded length
 VECTOR_DIGITS = 7  # a backed-up vector's precision (float32 holds ~7 significant digits)
+TURN_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "created_us", "role", "content")  # ``AgentRows.turns``
 
 
 def _export_order(m: Message) -> tuple[bool, str, int]:
@@ -196,9 +197,12 @@ class AgentRows:
     # -- backup and restore: the raw rows of messages and passages (``CoreStore`` holds the rest) --
 
     def backup_rows(self, table: str, *, vectors: bool) -> list[dict[str, Any]]:
-        """Every row of ``table``, every column; vectors rounded to VECTOR_DIGITS if ``vectors``, else None."""
+        """Every row of ``table``, every column but those the store derives (``DERIVED``: a restore derives them
+        again); vectors rounded to VECTOR_DIGITS if ``vectors``, else None."""
         rows = self.store.rows.all_rows(_searchable(table))
         for r in rows:
+            for column in DERIVED.get(table, ()):
+                r.pop(column, None)
             v = r.get("vector")
             r["vector"] = [round(float(x), VECTOR_DIGITS) for x in v] if vectors and v is not None else None
         return rows
@@ -255,14 +259,38 @@ class AgentRows:
             self.store.conn.set_meta(KEYWORD_TEXT, KEYWORD_TEXT_VERSION)
         return done
 
+    # -- the turn before each message, as its keyword text holds it (``keyword_context``) --
+
+    def turns(self) -> list[dict[str, Any]]:
+        """Every message's id, agent, conversation, place (seq, created_us), role and content, in no order: never its
+        keyword text, payload or vector."""
+        return self.store.conn.rows("messages", None, columns=TURN_COLUMNS)
+
+    def set_keyword_texts(self, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
+        """Write the keyword text of the messages ``ids`` anew as ``text_of(the row)``, ``ID_BATCH`` at a time; returns
+        the rows written (those whose text changes; one deleted meanwhile stays so: ``Rows.set_texts``)."""
+        return sum(
+            self.store.rows.set_texts("messages", ids[start : start + ID_BATCH], text_of)
+            for start in range(0, len(ids), ID_BATCH)
+        )
+
+    def keyword_contexts_settled(self) -> bool:
+        """Whether the store is marked as holding no keyword text of a tool's result (``KEYWORD_CONTEXT``)."""
+        return bool(self.store.conn.meta().get(KEYWORD_CONTEXT))
+
+    def settle_keyword_contexts(self) -> None:
+        self.store.conn.set_meta(KEYWORD_CONTEXT, "1")
+
     def fields(self, table: str) -> list[str]:
-        """The columns of ``table`` (a restored row must have these)."""
-        return self.store.conn.schema_fields(_searchable(table))
+        """The columns of ``table`` a restored row must have (those the store derives as it writes a row, ``DERIVED``,
+        left out)."""
+        derived = DERIVED.get(table, ())
+        return [f for f in self.store.conn.schema_fields(_searchable(table)) if f not in derived]
 
 
-def _regrammed(text: str) -> str:
-    """A stored keyword text written anew with the bigrams of its Chinese, Japanese and Korean words."""
-    return keyword_text(base_of(text))
+def _regrammed(row: dict[str, Any]) -> str:
+    """A stored row's keyword text written anew with the bigrams of its Chinese, Japanese and Korean words."""
+    return keyword_text(base_of(row["text"] or ""))
 
 
 def _fits(vector: object, dim: int) -> bool:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import ReembedUnfinishedError, SchemaError, TiermemError
 from ..base.quoting import printable
 from . import doctor_checks as health
+from .keyword_context import recontext
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -31,7 +32,8 @@ def progress(done: int, total: int, what: str, started: float) -> None:
 
 def optimize(memory: Memory) -> list[str]:
     """``tiermem optimize``: embed rows stored without vectors, write anew the keyword texts an earlier tiermem stored
-    without the bigrams of its Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer words (``AgentRows.regram``), remove links to deleted memories, compact every table
+    without the bigrams of its Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer words (``AgentRows.regram``) and
+    those holding a tool's result (``keyword_context.recontext``), remove links to deleted memories, compact every table
     of the recall and archival store and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
     the rows embedded are reported on stderr."""
     if any(memory.archive.vectors.missing().values()):
@@ -43,6 +45,8 @@ def optimize(memory: Memory) -> list[str]:
         f"{table}: {n} row(s)' keyword text written anew (words of scripts without spaces as bigrams)"
         for table, n in regrams.items()
     ]
+    recontexted = recontext(memory.archive)  # so is this
+    lines += [f"messages: {recontexted} row(s)' keyword text written anew (no tool result)"] if recontexted else []
     dangling = memory.archive.rows.remove_dangling_links()  # before the upkeep, which purges their notes
     lines += [f"links: {dangling} link(s) to deleted memories removed"] if dangling else []
     lines += [f"{table}: {outcome}" for table, outcome in memory.archive.store.indexes.optimize().items()]

@@ -21,7 +21,16 @@ from .boundary import LIBRARY_ERRORS, Retry, commit_with_retries, library, reads
 from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE
 from .query import Filter
 from .reembed import alone as reembed_alone
-from .schemas import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, MESSAGE_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION, SEARCHABLE
+from .schemas import (
+    DERIVED,
+    KEYWORD_CONTEXT,
+    KEYWORD_TEXT,
+    KEYWORD_TEXT_VERSION,
+    MESSAGE_COLUMNS,
+    RESULT_COLUMNS,
+    SCHEMA_VERSION,
+    SEARCHABLE,
+)
 from .search import VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
 from .store import Store
 from .tables import message_from_row, passage_from_row
@@ -29,6 +38,8 @@ from .tables import message_from_row, passage_from_row
 __all__ = [
     "DEFAULT_INDEX_CACHE",
     "DEFAULT_METADATA_CACHE",
+    "DERIVED",
+    "KEYWORD_CONTEXT",
     "KEYWORD_TEXT",
     "KEYWORD_TEXT_VERSION",
     "LIBRARY_ERRORS",

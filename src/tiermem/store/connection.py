@@ -30,9 +30,10 @@ from ..base.object_errors import DOCS, FAILURES, explain, is_object_uri, store_c
 from ..base.records import new_id, now
 from .boundary import first_line, is_conflict, library, reads, writes
 from .loading import import_lancedb
-from .query import Filter, compile_filter, projection
+from .query import Filter, compile_filter
 from .schemas import (
     EMBEDDING_LOCK_FILE,
+    KEYWORD_CONTEXT,
     KEYWORD_TEXT,
     KEYWORD_TEXT_VERSION,
     REEMBED_LOCK_FILE,
@@ -244,8 +245,7 @@ class Connection:
         latest: bool = False,
     ) -> list[dict[str, Any]]:
         """The rows of ``where`` (every column, or ``columns``; limit None: every matching row). ``latest``: at the
-        table's newest version, not one read up to ``read_staleness`` ago (a check made under ``exclusive``).
-        ``columns`` may name values LanceDB computes of a row (``query.COMPUTED``)."""
+        table's newest version, not one read up to ``read_staleness`` ago (a check made under ``exclusive``)."""
         text = compile_filter(where)
         with library(self.uri, f"the {table} table"):
             if latest:
@@ -254,7 +254,7 @@ class Connection:
             if text:
                 q = q.where(text)
             if columns is not None:
-                q = q.select(projection(columns))
+                q = q.select(list(columns))
             rows: list[dict[str, Any]] = q.limit(limit).to_list()
         for r in rows:
             r.pop("_distance", None)  # never a column: only what a vector query scores
@@ -668,6 +668,7 @@ class Connection:
                     rows = [{"key": k, "value": v} for k, v in wanted.items()]
                     rows.append({"key": "created_at", "value": now().isoformat()})
                     rows.append({"key": KEYWORD_TEXT, "value": KEYWORD_TEXT_VERSION})  # no row of an older form
+                    rows.append({"key": KEYWORD_CONTEXT, "value": "1"})  # nor a keyword text holding a tool's result
                     self.tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
                     meta = self.meta()
         version = int(meta.get("schema_version", "0"))

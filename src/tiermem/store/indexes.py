@@ -118,7 +118,7 @@ class Indexes:
         indexed = [i.columns for i in t.list_indices()]
         # The agent filter runs before every search, and auto-recall's project filter before its searches: a bitmap
         # makes each cheap at any size. So does one on a message's role for a search of tool results, whose filter
-        # reads the payload (``query.TOOL_PLUMBING``): of the rows the bitmaps pick, not of every turn of the agent.
+        # reads the role and the ``plumbing`` column (``query.TOOL_PLUMBING``).
         names = t.schema.names
         for column in ("agent_id", *(c for c in ("project", "role") if c in names)):
             if [column] in indexed:

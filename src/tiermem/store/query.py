@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 from ..base.errors import ValidationError
 from ..base.records import KEYWORD_LINE, to_us
@@ -52,6 +53,7 @@ class Filter:
     # model's own text kept there (an answer's beside its send_message reply); the caller checks the rows it gets
     payload_holds: str | None = None
     plumbing_results: bool | None = None  # False: no tool result of the agent loop's plumbing (``TOOL_PLUMBING``)
+    plumbing: bool | None = None  # messages that are the agent loop's plumbing (True) or not (False; ``is_plumbing``)
     # rows whose keyword text lacks the bigrams it should have: (n, expressions): for one of these regular
     # expressions, the ``text`` column's first n characters match it and its line of bigrams (from
     # ``records.KEYWORD_LINE`` to the line's end) does not, or it has no such line (``regexp_like``, in the store)
@@ -85,35 +87,50 @@ def _in(values: Iterable[str]) -> str:
     return "(" + ", ".join(sql_str(v) for v in values) + ")"
 
 
-# The agent loop's own plumbing among messages, which no search returns (``domain.search.ranking.said``), told by
-# LanceDB from a row's role and payload (JSON text: the loop's and a Letta import's name the tool, so rows of any age
-# are told, with no migration): the result of conversation_search (the loop's own searches: their hits would come
-# back nested) or send_message (a fixed "Sent message successfully.": the reply is its call's answer row), and an
-# answer calling conversation_search (stored with its text before ``agent.llm.recall_content`` kept that aside: found
-# for the words it searched for). A tool is named as a JSON value of a key "name", spaced any way (a string holding
-# such text escapes its quotes, so does not match).
+# The agent loop's own plumbing among messages, which no search returns (``domain.search.ranking.said``): the result of
+# conversation_search (the loop's own searches: their hits would come back nested) or send_message (a fixed "Sent
+# message successfully.": the reply is its call's answer row), and an answer calling conversation_search (stored with
+# its text before ``agent.llm.recall_content`` kept that aside: found for the words it searched for). Decided when a
+# row is written, from the row's own tool (``is_plumbing``), into the messages' small ``plumbing`` column: a search
+# reads that, never the payload (a Letta import's holds the whole original message).
 PLUMBING_RESULTS, SEARCHING = ("conversation_search", "send_message"), "conversation_search"
 
 
+def is_plumbing(role: object, payload: object) -> bool:
+    """Whether a message of ``role`` with ``payload`` (JSON text) is the agent loop's plumbing: a tool result whose own
+    tool (the payload's ``name``) is one of ``PLUMBING_RESULTS``, or an answer with a call (one of the payload's
+    ``tool_calls``) to ``SEARCHING``. Only the row's own tool counts: a name quoted anywhere else in the payload (a
+    call's arguments, a Letta import's original message, text) does not; a payload that is no JSON object is none."""
+    if role not in ("tool", "assistant") or not isinstance(payload, str) or not payload.lstrip().startswith("{"):
+        return False
+    try:
+        value = json.loads(payload)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: no tool of its own named
+        return False
+    if not isinstance(value, dict):
+        return False
+    if role == "tool":
+        return value.get("name") in PLUMBING_RESULTS
+    calls = value.get("tool_calls")
+    return isinstance(calls, list) and any(isinstance(c, dict) and c.get("name") == SEARCHING for c in calls)
+
+
+def with_plumbing(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as written: each with its ``plumbing`` column decided from its role and payload (``is_plumbing``)."""
+    return [{**r, "plumbing": is_plumbing(r.get("role"), r.get("payload"))} for r in rows]
+
+
 def _names(tools: Iterable[str]) -> str:
-    """Whether a row's payload names one of ``tools`` (false for a row without a payload)."""
+    """Whether a row's payload names one of ``tools`` anywhere (false for a row without a payload): a superset of
+    ``is_plumbing``'s rows, read once by the migration that adds the column (``schemas.migrate``)."""
     named = '"name":\\s*"(' + "|".join(tools) + ')"'
     return f"coalesce(regexp_like(payload, {sql_str(named)}), false)"
 
 
-TOOL_PLUMBING = f"(role = 'tool' AND {_names(PLUMBING_RESULTS)})"
-# The same of any message, as a value a read may name as a column (``COMPUTED``), computed in the store: the
-# payloads (a Letta import's holds the whole original message) are never shipped back
-PLUMBING = f"({TOOL_PLUMBING} OR (role = 'assistant' AND {_names((SEARCHING,))}))"  # Lance's projections take no CASE
-COMPUTED = {"plumbing": PLUMBING}  # values of a message a read names as columns: the expression LanceDB computes
-
-
-def projection(columns: Iterable[str]) -> list[str] | dict[str, str]:
-    """What a read selects for ``columns`` (names of columns, or of ``COMPUTED`` values)."""
-    names = list(columns)
-    if not any(c in COMPUTED for c in names):
-        return names
-    return {c: COMPUTED.get(c, c) for c in names}
+# What the migration to schema 3 writes in the ``plumbing`` column of the rows stored before it, in the store (then
+# narrowed to ``is_plumbing``'s rows: ``schemas.migrate``)
+NAMED_PLUMBING = f"((role = 'tool' AND {_names(PLUMBING_RESULTS)}) OR (role = 'assistant' AND {_names((SEARCHING,))}))"
+TOOL_PLUMBING = "(role = 'tool' AND coalesce(plumbing, false))"  # a tool result of the loop's plumbing
 
 
 _LINE = sql_str(KEYWORD_LINE)
@@ -184,6 +201,8 @@ def compile_filter(where: Filter | None) -> str | None:
             raise ValidationError("The text to look for is empty; give the text itself.")
         written = {json.dumps(where.payload_holds)[1:-1], json.dumps(where.payload_holds, ensure_ascii=False)[1:-1]}
         clauses.append("(" + " OR ".join(f"strpos(payload, {sql_str(w)}) > 0" for w in sorted(written)) + ")")
+    if where.plumbing is not None:
+        clauses.append("coalesce(plumbing, false)" if where.plumbing else "NOT coalesce(plumbing, false)")
     if where.plumbing_results is not None:
         clauses.append(TOOL_PLUMBING if where.plumbing_results else f"NOT {TOOL_PLUMBING}")
     if where.text_holds is not None:

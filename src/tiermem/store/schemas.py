@@ -8,19 +8,30 @@ from typing import Any
 import pyarrow as pa
 
 from ..base.errors import SchemaError
+from .query import NAMED_PLUMBING, Filter, compile_filter, is_plumbing
 
 log = logging.getLogger(__name__)
 
 # 1: the first released schema; 2: ``project`` (nullable) in messages and passages, where a row came from (a hook's
-# repository root or directory; no project: shared by every project).
-SCHEMA_VERSION = 2
+# repository root or directory; no project: shared by every project); 3: ``plumbing`` in messages, whether a row is
+# the agent loop's own plumbing (``query.is_plumbing``), decided when it is written, so a search never reads payloads.
+SCHEMA_VERSION = 3
 # The meta key recording the keyword texts' form, and its value: 2, Chinese, Japanese and Korean words also written as
 # bigrams (``domain/search/cjk.py``); 3, Thai, Lao, Burmese and Khmer words too. A new store is created with it; an
 # older one gets it once ``tiermem optimize`` has written its rows' keyword texts anew (``AgentRows.regram``). A record
 # only: ``doctor`` and ``optimize`` ask the store for rows of an older form whatever it says (an older tiermem may still
 # write to the store). No migration: the rows are read as they are.
 KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "3"
+# The meta key set once no message's keyword text holds what a tool returned (an answer after a tool call holds the
+# last thing said before the call: ``archive.context_of``; tiermem before schema 3 wrote the result there). A new store
+# is created with it; an older one gets it once ``tiermem optimize`` has written those rows' keyword texts anew
+# (``keyword_context.recontext``). A tiermem that wrote such rows reads schema 2 at most, so refuses a store marked.
+KEYWORD_CONTEXT = "keyword_context"
 PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
+# Columns of a table that the store decides from the row's others as it writes it (``query.with_plumbing``): no backup
+# holds them, and a restored row is given them again
+DERIVED = {"messages": ("plumbing",)}
+PLUMBING_BATCH = 1000  # rows corrected in one update by the migration to schema 3
 
 
 def table_schemas(dim: int) -> dict[str, pa.Schema]:
@@ -113,6 +124,7 @@ def _table_schemas(dim: int) -> dict[str, pa.Schema]:
                 ("created_us", pa.int64()),
                 pa.field("vector", vector, nullable=True),
                 pa.field("project", pa.string(), nullable=True),
+                pa.field("plumbing", pa.bool_(), nullable=True),
             ]
         ),
         "passages": pa.schema(
@@ -186,12 +198,16 @@ def table_names(db: Any) -> list[str]:
 
 def migrate(uri: str, version: int, tables: dict[str, Any]) -> None:
     """Bring the ``tables`` of a store of schema ``version`` up to ``SCHEMA_VERSION`` (the caller holds the store's
-    creation lock and records the new version in the meta table once this returns).
+    creation lock and records the new version in the meta table once this returns). Each step leaves alone what an
+    earlier run of it did (a migration interrupted part way), so a migration run again finishes what one began.
 
     1 -> 2: a nullable ``project`` column added to messages and passages (LanceDB ``add_columns``: a new column of
-    nulls, no row rewritten); a table that has it already (a migration interrupted after it) is left alone, so a
-    migration run again finishes what an earlier one began."""
-    if version != 1:  # no released schema before version 1: anything else is not ours to read
+    nulls, no row rewritten).
+    2 -> 3: ``plumbing`` added to messages, computed in the store from each row's role and payload
+    (``query.NAMED_PLUMBING``: the payload names a plumbing tool anywhere; one read of the payloads, no row
+    rewritten), then the rows it marked are read and those that are not ``query.is_plumbing``'s (the name quoted
+    elsewhere than as the row's own tool) set false."""
+    if version not in (1, 2):  # no released schema before version 1: anything else is not ours to read
         raise SchemaError(
             f"The data directory {uri!r} has schema version {version}, which this tiermem cannot migrate. "
             "Export it with the tiermem that wrote it, or use another --data-dir."
@@ -201,3 +217,22 @@ def migrate(uri: str, version: int, tables: dict[str, Any]) -> None:
         if "project" not in table.schema.names:
             table.add_columns(pa.field("project", pa.string(), nullable=True))
             log.info("store %s: added the project column to %s (schema version 1 -> 2)", uri, name)
+    messages = tables["messages"]
+    if "plumbing" not in messages.schema.names:
+        messages.add_columns({"plumbing": NAMED_PLUMBING})
+        log.info("store %s: added the plumbing column to messages (schema version 2 -> 3)", uri)
+    wrong = [
+        str(i)
+        for batch in messages.search()
+        .where(compile_filter(Filter(plumbing=True)))
+        .select(["id", "role", "payload"])
+        .limit(None)
+        .to_batches()
+        for i, role, payload in zip(*(batch.column(c).to_pylist() for c in ("id", "role", "payload")), strict=True)
+        if not is_plumbing(role, payload)
+    ]
+    for start in range(0, len(wrong), PLUMBING_BATCH):
+        where = compile_filter(Filter(ids=tuple(wrong[start : start + PLUMBING_BATCH])))
+        messages.update(where=where, values={"plumbing": False})
+    if wrong:
+        log.info("store %s: %d message(s) quoting a plumbing tool's name are not plumbing", uri, len(wrong))

@@ -36,7 +36,7 @@ from ..base.records import Found
 from .boundary import library, reads
 from .connection import Connection
 from .indexes import Indexes, vector_partitions
-from .query import Filter, compile_filter, projection
+from .query import Filter, compile_filter
 from .tables import marks_in
 
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
@@ -58,7 +58,7 @@ HIT_COLUMNS = {
     "passages": ("tags",),
     "file_chunks": ("tags",),
 }  # shown, or ranked (seq), or what leaves a row out of the results (whether a message is the agent loop's plumbing,
-# computed in the store from its payload, which is never shipped back: ``query.PLUMBING``, ``ranking.said``)
+# decided when it was written: ``query.is_plumbing``, ``ranking.said``; never its payload)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 SETTLED_SECONDS = 1.0  # how long a table's version must hold before its legs try to skip the agent filter
@@ -78,9 +78,9 @@ def vector_refine(rows: int) -> int:
     return EXACT_REFINE if rows <= EXACT_PROBE_ROWS else VECTOR_REFINE
 
 
-def _columns(table: str, score: str) -> list[str] | dict[str, str]:
-    """What a leg over ``table`` selects of each row, its ``score`` too (``query.projection``)."""
-    return projection((*LEG_COLUMNS, *HIT_COLUMNS[table], score))
+def _columns(table: str, score: str) -> list[str]:
+    """What a leg over ``table`` selects of each row, its ``score`` too."""
+    return [*LEG_COLUMNS, *HIT_COLUMNS[table], score]
 
 
 def _loop() -> asyncio.AbstractEventLoop:

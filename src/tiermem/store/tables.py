@@ -16,7 +16,7 @@ from ..base.records import Message, Passage, from_us
 from .appends import GroupAppend
 from .boundary import commit_with_retries, reads, writes
 from .connection import Connection
-from .query import Filter, compile_filter
+from .query import Filter, compile_filter, with_plumbing
 from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,12 @@ def passage_from_row(r: dict[str, Any]) -> Passage:
         chunk=r["chunk"],
         project=r.get("project"),
     )
+
+
+def _as_written(table: str, rows: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+    """``rows`` as ``table`` stores them: messages with their ``plumbing`` decided from their role and payload
+    (``query.is_plumbing``; whatever a row brings, a restored backup's or a rewritten row's)."""
+    return with_plumbing(rows) if table == "messages" else rows
 
 
 def marks_in(meta: Sequence[dict[str, Any]], table: str) -> dict[str, str]:
@@ -87,6 +93,7 @@ class Rows:
         on only the rows not stored yet are appended: whatever a failed try left behind, no row is stored twice."""
         if not rows:
             return
+        rows = _as_written(table, rows)
         with self._appends_lock:
             group = self._appends.get(table)
             if group is None:
@@ -123,6 +130,7 @@ class Rows:
         """Insert the rows whose ``key`` is not stored yet (restores and imports are re-runnable); returns rows inserted."""
         if not rows:
             return 0
+        rows = _as_written(table, rows)
         with self.conn.writing(table):
             result = self.conn.tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
         self.conn.wrote(1, table)
@@ -135,6 +143,7 @@ class Rows:
         """Insert ``rows``, replacing the stored rows with the same ``key`` (folders and files: one commit)."""
         if not rows:
             return
+        rows = _as_written(table, rows)
         with self.conn.writing(table):
             self.conn.tables[table].merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(
                 list(rows)
@@ -181,8 +190,8 @@ class Rows:
                 t.merge_insert("id").when_matched_update_all().execute(rows)
             self.conn.wrote(len(rows), table)
 
-    def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[str], str]) -> int:
-        """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(their text)``; returns the
+    def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
+        """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(the row)``; returns the
         rows written (those whose text changes). Only rows still stored are written: one another process deleted
         since its id was read stays deleted (an update, never an insert). A commit conflict reads the rows again, at
         the table's newest version, and tries again (``commit_with_retries``)."""
@@ -196,7 +205,7 @@ class Rows:
             changed = []
             for r in rows:
                 r.pop("_distance", None)
-                text = text_of(r["text"] or "")
+                text = text_of(r)
                 if text != r["text"]:
                     changed.append({**r, "text": text})
             if changed:

@@ -282,7 +282,7 @@ def said(row: Found | Hit) -> bool:
     """Whether a found row is something said: an empty or blank turn (stored before conversation_log refused them,
     imported: a Letta turn that only called tools, or an answer of the agent loop calling conversation_search, whose
     text recall keeps aside: ``agent.llm.recall_content``), a heartbeat (``heartbeat``) and the agent loop's own
-    plumbing (``Found.plumbing``: told by the store from the payload, ``store.query.PLUMBING``) are no result of any
+    plumbing (``Found.plumbing``: decided when it was written, ``store.query.is_plumbing``) are no result of any
     search. Checked on the rows the legs read, content in hand (a LanceDB clause on ``content`` would read every
     row's text, every search); ``isspace`` stops at the first other character."""
     return says(row.content) and not (isinstance(row, Found) and row.plumbing)

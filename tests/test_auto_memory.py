@@ -444,6 +444,36 @@ async def test_a_passage_deleted_with_the_tool_is_not_stored_again_while_its_fil
     assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
 
 
+def test_a_passage_the_chat_agent_deletes_is_not_stored_again_while_its_file_holds_the_same_text(
+    tmp_path: Path,
+) -> None:
+    """`tiermem chat` (a real process, its model a loopback Anthropic server) runs the same tools in process: the
+    passage a sync stored from Claude Code's file that its agent deletes with `archival_memory_delete` stays deleted
+    at the next sync, as one the server's tool or the inspector deleted."""
+    import subprocess
+
+    from .conftest import PYTHON, ROOT
+    from .test_transports import server_env
+
+    memory, _, home, _, stored = cat_synced(tmp_path)
+    memory.core.close()
+    with fa.FakeAnthropic() as fake:
+        fake.add(fa.tool("archival_memory_delete", {"id": stored.id}), fa.text("Deleted."))
+        env = server_env(tmp_path, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=fake.url)
+        chat = subprocess.run(
+            [PYTHON, "-m", "tiermem", "chat", "-m", "Forget my cat.", "--data-dir", str(tmp_path / "data")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+        )
+    assert chat.returncode == 0 and "archival_memory_delete" in chat.stderr, chat.stderr
+    memory, agent = opened(tmp_path)
+    assert not tagged(memory, agent)
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
+
+
 def test_a_file_whose_passage_a_forget_took_but_whose_text_it_could_not_edit_is_not_stored_again(
     tmp_path: Path,
 ) -> None:

@@ -858,3 +858,38 @@ def test_forget_text_takes_the_model_text_a_turn_keeps_in_its_payload(local: tup
     left = memory.archive.rows.rows_where("messages", Filter(agent_id=agent))
     assert sorted(r["id"] for r in left) == sorted([kept[0].id, kept[3].id])
     assert scan_dir(root) == []
+
+
+def test_forget_text_across_joins_the_chunks_leave_open_takes_the_insert_s_own_text_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two joins the chunks alone do not tell: a phrase repeated past the overlap (consecutive chunks share runs of
+    it of many lengths) and a cut between two long tokens (whitespace there or none, not stored). The insert's text
+    is rebuilt as the chunker cut it: `forget --text` of a run it holds across them forgets it whole; the run with
+    the phrase once less, or the tokens joined without their space, is in no text the chunker cuts into those
+    chunks, and forgets nothing."""
+    root = tmp_path / "data"
+    memory = open_memory(load_settings(data_dir=root, embedding_model="default"), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    repeated = " ".join([f"w{i}" for i in range(120)] + ["la la land"] * 150 + [f"v{i}" for i in range(120)])
+    one = "-".join(f"{i * 2654435761 % 2**32:x}" for i in range(200))
+    two = "-".join(f"{i * 40503 % 2**32:x}" for i in range(200))
+    tokens = f"start {one} {two} end"
+    first = memory.archival_insert(agent, repeated, None).stored[0]
+    second = memory.archival_insert(agent, tokens, None).stored[0]
+    rows = memory.archive.rows.rows_where("passages", Filter(agent_id=agent))
+    memory.core.close()
+    run = " ".join(["w119", *["la la land"] * 150, "v0"])
+    assert not any(run in r["content"] for r in rows)
+    cli = ["--data-dir", str(root), "--embedding-model", "default", "--agent", "default", "--yes"]
+    for made_up in (" ".join(["w119", *["la la land"] * 149, "v0"]), one[-20:] + two[:20]):
+        assert main(["forget", "--text", made_up, *cli]) == 0
+        assert "nothing was found to forget" in capsys.readouterr().out, made_up
+    for text, group in ((run, first), (one[-20:] + " " + two[:20], second)):
+        assert main(["forget", "--text", text, *cli]) == 0
+        assert f"forgot {sum(r['group_id'] == group for r in rows)} passage row(s)" in capsys.readouterr().out
+    after = open_memory(load_settings(data_dir=root, embedding_model="default"), start_embedder=False)
+    try:
+        assert after.archive.rows.rows_where("passages", Filter(agent_id=agent)) == []
+    finally:
+        after.core.close()

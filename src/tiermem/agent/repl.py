@@ -23,13 +23,23 @@ from ..base.quoting import printable
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..domain.memory import Memory
     from .loop import AgentLoop, TurnResult
 
 T = TypeVar("T")
 HELP = "Commands: /memory (show core memory), /help, /quit (or Ctrl-D). Anything else is sent to the agent."
 
 
-def run_chat(settings: Settings, *, message: str | None, conversation: str, as_json: bool) -> int:
+def run_chat(
+    settings: Settings,
+    *,
+    message: str | None,
+    conversation: str,
+    as_json: bool,
+    opened: Callable[[Memory], None] | None = None,
+) -> int:
+    """``opened``: what the composition root does to the memory once it is open (the deletion guard of Claude Code's
+    auto memory, as ``serve`` and ``ui`` set it), before any tool runs."""
     from .service import provider_kind
 
     if provider_kind(settings) != "anthropic":
@@ -41,16 +51,24 @@ def run_chat(settings: Settings, *, message: str | None, conversation: str, as_j
     # the HTTP client's "HTTP Request: POST ..." and the SDK's "Retrying request ..." lines (INFO) would bury the chat
     for name in ("httpx", "httpx2", "httpcore", "anthropic"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    return anyio.run(_main, settings, message, conversation, as_json)
+    return anyio.run(_main, settings, message, conversation, as_json, opened)
 
 
-async def _main(settings: Settings, message: str | None, conversation: str, as_json: bool) -> int:
+async def _main(
+    settings: Settings,
+    message: str | None,
+    conversation: str,
+    as_json: bool,
+    opened: Callable[[Memory], None] | None,
+) -> int:
     from ..domain.factory import open_memory
     from ..server.app import build_server
     from ..server.runtime import MemoryHandle
     from .service import anthropic_provider, make_loop
 
     memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))
+    if opened is not None:
+        opened(memory)
     # messages are embedded as they are written: load the model first (no backfill thread left at exit)
     await anyio.to_thread.run_sync(lambda: memory.archive.embedder.wait(None))
     agent = await anyio.to_thread.run_sync(lambda: memory.named_agent(settings.agent))

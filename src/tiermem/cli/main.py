@@ -730,9 +730,19 @@ def run_command(args: argparse.Namespace) -> int:
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":
-        from ..agent.repl import run_chat
+        from functools import partial
 
-        return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
+        from ..agent.repl import run_chat
+        from ..interop.auto_memory_admin import guard_deletions
+
+        # a passage its agent deletes is not stored again from Claude Code's auto memory (as `serve` and `ui` do)
+        return run_chat(
+            settings,
+            message=args.message,
+            conversation=args.conversation,
+            as_json=args.json,
+            opened=partial(guard_deletions, data_dir=settings.resolved_data_dir()),
+        )
     # A command of the core state alone opens only that: the archive (LanceDB) opens if something asks for it
     core_only = core_state_only(args)
     memory = open_memory(settings, start_embedder=False, lazy=core_only, archive_now=False)

@@ -39,9 +39,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.chunking import holds_across
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us
+from ..base.rejoin import held
 from ..store import Filter
 from .archive import context_of, passes_on, shape_message
 from .blocks import Rethink
@@ -292,11 +292,13 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
 def _passages_across_chunks(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> None:
     """Forget the archival inserts stored in chunks whose text holds ``text`` across two chunks or more (no one chunk
     holds it): the chunks of every insert of the scope stored in chunks are read in one scan (their text, never their
-    vectors) and the insert's text is made again from them and looked in (``holds_across``: a text made up across a
-    join the chunker did not make is not held). No part of the text is sure to be in one chunk (a word cut into
-    slices, a CJK run, is cut with no overlap, anywhere in it), so the chunks are not first narrowed by a part of it."""
+    vectors) and the insert's text is made again from them and looked in (``rejoin.held``: where the chunks leave a
+    join open, the texts the embedder's chunker does not cut into them again are dropped). No part of the text is sure
+    to be in one chunk (a word cut into slices, a CJK run, is cut with no overlap, anywhere in it), so the chunks are
+    not first narrowed by a part of it."""
     chunked = memory.archive.rows.chunked("passages", Filter(agent_id=agent_id))
-    holding = tuple(group for group, chunks in chunked.items() if holds_across(chunks, text))
+    chunk = memory.archive.embedder.chunk
+    holding = tuple(group for group, chunks in chunked.items() if held(chunks, text, chunk))
     if holding:
         _passages(memory, done, Filter(agent_id=agent_id, group_ids=holding))
 

@@ -1071,12 +1071,18 @@ def check_file_name(name: str) -> str:
 
 
 def check_folder_name(name: str) -> str:
-    """A folder name: the file name rules, no ``/`` at all, at most 100 characters."""
-    _check_name(name, "folder", "docs")
-    if "/" in name:
+    """A folder name: the file name rules, no ``/`` or backslash at all, not ``.`` or ``..``, at most 100
+    characters. Each refusal suggests a name a folder may have (the file name rules suggest paths)."""
+    if isinstance(name, str) and ("/" in name or "\\" in name):
+        parts = (p.strip() for p in re.split(r"[/\\]+", name) if p.strip() not in ("", ".", ".."))
+        flat = "".join(c for c in "-".join(parts) if unicodedata.category(c) not in ("Cc", "Zl", "Zp"))
         raise ValidationError(
-            f"The folder name {name!r} contains '/'; folders do not nest, use e.g. '{name.replace('/', '-')}'."
+            f"The folder name {name!r} contains {chr(39) + '/' + chr(39) if '/' in name else 'a backslash'}; "
+            f"folders do not nest, use e.g. '{flat[:MAX_FOLDER_NAME_LENGTH] or 'docs'}'."
         )
+    if name in (".", ".."):
+        raise ValidationError(f"{name!r} cannot name a folder; use a plain name, e.g. 'docs'.")
+    _check_name(name, "folder", "docs")
     if len(name) > MAX_FOLDER_NAME_LENGTH:
         raise ValidationError(
             f"The folder name {name[:40]!r}... is {len(name)} characters long; use at most {MAX_FOLDER_NAME_LENGTH}."

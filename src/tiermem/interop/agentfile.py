@@ -1282,7 +1282,7 @@ def _same_texts(rows: Any, stored: list[StoredFile], want: dict[str, tuple[str, 
     the hash of its text. An uploaded file's row holds the hash of its bytes, which is its text's only when the bytes
     were UTF-8 text as they are (not CRLF line ends, a BOM, another encoding, a converted PDF), so a completed file
     whose row's hash differs is compared by its text; read only when every name is there."""
-    have = {f.name: (f.sha256, f.status) for f in stored}
+    have: dict[str, tuple[str, str]] = {f.name: (f.sha256, str(f.status)) for f in stored}
     if have.keys() != want.keys():
         return have
     differ = [f for f in stored if have[f.name] != want[f.name] and f.status == want[f.name][1] == "completed"]

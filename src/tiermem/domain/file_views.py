@@ -1022,6 +1022,12 @@ def render_directories(
 def _check_name(name: str, what: str, example: str) -> str:
     if not name or not name.strip():
         raise ValidationError(f"A {what} name cannot be empty; give it a name such as '{example}'.")
+    if any("\ud800" <= c <= "\udfff" for c in name):  # a name on disk whose bytes are not UTF-8 (os.fsdecode's escapes)
+        clean = "".join("?" if "\ud800" <= c <= "\udfff" else c for c in name)
+        raise ValidationError(
+            f"The {what} name {clean!r} is not valid UTF-8 (each '?' stands for a byte it cannot hold: the name was "
+            f"written in another encoding); rename it in UTF-8, e.g. {clean.replace('?', '_')!r}."
+        )
     bad = [c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
     if bad:
         clean = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in name).strip()

@@ -325,3 +325,33 @@ def test_a_jsonl_backup_carries_folders_files_chunks_and_views(tmp_path: Path, v
     assert f"{FOLDER}/test.md" in other.semantic_search_files(restored.id, "footnote markup", 3)
     again = run_import(other, backup, fmt="jsonl", agent="default", rename=None, replace=False)["inserted"]
     assert again["folders"] == again["files"] == 0 and "embedded" not in again  # restoring twice writes nothing twice
+
+
+def test_an_uploaded_folder_whose_bytes_are_not_its_text_is_shared_when_its_export_comes_back(tmp_path: Path) -> None:
+    """A file uploaded with CRLF line ends, a BOM or another encoding (or converted from a PDF) is stored under the
+    hash of its bytes while an agent file carries its text: the folder exported and imported again (another agent
+    name) is the same folder, shared, not a copy ``docs_(1)`` said to have "other content"."""
+    mem = fresh(tmp_path)
+    agent = mem.ensure_agent("default").id
+    mem.files.create_folder("docs", description="Project docs")
+    mem.files.upload_many(
+        "docs",
+        [
+            ("win.txt", b"first line\r\nsecond line\r\n", ""),
+            ("bom.md", b"\xef\xbb\xbf# Title\n", ""),
+            ("plain.py", b"x = 1\n", ""),
+        ],
+    )
+    mem.files.attach(agent, "docs")
+    out = tmp_path / "default.af"
+    run_export(mem, agent="default", fmt="af", output=str(out), vectors=False)
+    folder_id = mem.files.folder("docs").id
+
+    report = import_af(mem, out, rename="second")
+    assert report["imported"] == ["second"]
+    assert [f.name for f in mem.files.folders()] == ["docs"], report["notes"]
+    assert any("'docs' is here already with the same files" in n for n in report["notes"]), report["notes"]
+    assert sorted(mem.files.agents_of(folder_id)) == sorted([agent, mem.get_agent("second").id])
+    second = mem.get_agent("second").id
+    assert mem.open_files(second, [OpenRequest("docs/win.txt")]) == "* Opened docs/win.txt (previously full file)"
+    assert "2: second line" in mem.files.state(second).view("docs/win.txt").visible  # type: ignore[union-attr]

@@ -542,3 +542,29 @@ def test_a_file_being_written_again_keeps_its_view_and_opens(memory: Memory) -> 
     assert memory.files.upload("docs", "f3.md", new.encode()).outcome == "updated"  # the sync finishes it
     core = render_agent_directories(memory.core.get_agent(agent))
     assert '<file status="open" name="docs/f3.md">' in core and "# file 3 again" in core
+
+
+def test_a_window_past_the_end_of_a_shortened_file_shows_its_start_and_says_so(settings: Settings) -> None:
+    """An open window whose first line a changed file no longer has is cut again from the file's start; its stored
+    lines follow (they said 4-5 over a view of the start): the next open_files' "previously ..." and an agent file's
+    ``files_agents`` tell the window the agent saw."""
+    from tiermem.domain.file_views import OpenRequest
+    from tiermem.interop.af_export import export_agent_files
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("docs")
+    memory.files.attach(agent, "docs")
+    memory.files.upload("docs", "a.txt", b"one\ntwo\nthree\nfour\nfive\n")
+    assert memory.open_files(agent, [OpenRequest("docs/a.txt", 3, 2)]).startswith("* Opened docs/a.txt (lines 4-5)")
+    memory.files.upload("docs", "a.txt", b"one\n")  # the file now ends before the window starts
+
+    view = memory.files.state(agent).view("docs/a.txt")
+    assert view is not None and view.is_open
+    assert view.visible == "[Viewing file start (out of 1 lines)]\n1: one"
+    assert (view.start_line, view.end_line) == (None, None)
+    data, _ = export_agent_files(memory, ["default"])
+    exported = data["agents"][0]["files_agents"][0]
+    assert (exported["start_line"], exported["end_line"]) == (None, None)
+    assert exported["visible_content"].startswith("[Viewing file start")
+    assert memory.open_files(agent, [OpenRequest("docs/a.txt")]) == "* Opened docs/a.txt (previously full file)"

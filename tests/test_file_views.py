@@ -549,6 +549,29 @@ def test_names() -> None:
     assert len(unique_name(long, {long})) <= 255 and unique_name(long, {long}).endswith("_(1).txt")
 
 
+def test_a_refused_folder_name_suggests_a_name_a_folder_may_have() -> None:
+    """The file name rules suggest paths ('a/b' for 'a\\b', 'a/b' for '/a/b'); a folder's name has no '/', so each
+    refusal of a folder name suggests a flat one, which is accepted."""
+    for bad, suggested in [
+        ("a\\b", "a-b"),
+        ("/a/b", "a-b"),
+        ("a//b", "a-b"),
+        ("a/../b", "a-b"),
+        ("../x", "x"),
+        ("docs/ ", "docs"),
+        ("a/b\n", "a-b"),
+        ("/", "docs"),
+        ("..", "docs"),
+        (".", "docs"),
+    ]:
+        with pytest.raises(ValidationError) as info:
+            check_folder_name(bad)
+        said = str(info.value)
+        assert f"e.g. '{suggested}'" in said, (bad, said)
+        assert "inside the folder" not in said and "'/'," not in said.split("e.g.")[-1], (bad, said)
+        assert check_folder_name(suggested) == suggested
+
+
 def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
     """Letta's context_lines has no bound (10**6 answers with whole files); tiermem keeps Letta's argument but cuts a
     page's context to the widest radius that fits GREP_CONTEXT_CHARS, says so, and shows every match line."""

@@ -512,6 +512,30 @@ def test_a_file_name_holding_a_line_feed_cannot_forge_a_report_line(
     assert not any(line.startswith("  error") for line in lines), out
 
 
+def test_a_file_name_that_is_not_utf8_is_skipped_with_its_reason_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name on disk written in another encoding (bytes that are not UTF-8, read back with surrogate escapes)
+    crashed the whole upload with a UnicodeEncodeError traceback and stored nothing. It is skipped, saying why and
+    what to rename it to; the other files are stored."""
+    root = tmp_path / "d"
+    root.mkdir()
+    (root / "fine.md").write_text("ok\n")
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.txt"), "wb") as f:  # Latin-1 'café.txt'
+        f.write(b"latin-1 name\n")
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root))
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == "folder docs: 1 added, 0 updated, 0 unchanged, 0 error, 1 skipped", out
+    assert "is not valid UTF-8" in lines[1] and "'caf_.txt'" in lines[1], out
+    code, out, _ = run(tmp_path, capsys, "folders", "create", "more")
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "more", os.fsdecode(root / os.fsdecode(b"caf\xe9.txt")))
+    assert code == 1 and "is not valid UTF-8" in out, out
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root), "--json")
+    (skipped,) = [f for f in json.loads(out)["files"] if f["outcome"] == "skipped"]
+    assert "is not valid UTF-8" in skipped["reason"], out
+
+
 def test_watch_says_a_removed_directory_once_and_syncs_when_it_is_back(settings: Any, tmp_path: Path) -> None:
     """The synced directory removed while `sync --watch` ran: the same error was printed every round (twice a
     second, for ever). It is said once; the folder keeps its files; once the directory is back the next round syncs

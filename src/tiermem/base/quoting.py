@@ -166,7 +166,8 @@ def attribute(value: str) -> str:
 
 
 # C0 but tab and line feed, DEL, C1, and the bidirectional controls (marks, embeddings, overrides, isolates)
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# (and lone surrogates: a file name on disk that is not UTF-8, as os.fsdecode reads it, which no terminal can print)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -175,8 +176,9 @@ def _escaped(match: re.Match[str]) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with each control character but tab and line feed, and each bidirectional control, written as its
-    escape (``\\x1b``, ``\\u202e``): what a terminal shows as text instead of obeying."""
+    """``text`` with each control character but tab and line feed, each bidirectional control and each lone surrogate,
+    written as its escape (``\\x1b``, ``\\u202e``, ``\\udce9``): what a terminal shows as text instead of obeying
+    (or failing to encode)."""
     return _CONTROL.sub(_escaped, text)
 
 

@@ -317,7 +317,9 @@ def _finish(memory: Memory, settings: Settings, args: argparse.Namespace, report
 
 def _print_report(report: SyncReport, as_json: bool) -> None:
     if as_json:  # one line per report (--watch prints one per round)
-        print(json.dumps(report.as_dict(), ensure_ascii=False), flush=True)
+        # a name on disk that is not UTF-8 holds lone surrogates: written as JSON escapes, not a crash
+        text = json.dumps(report.as_dict(), ensure_ascii=False).encode("utf-8", "backslashreplace").decode("utf-8")
+        print(text, flush=True)
         return
     echo(report.summary(), flush=True)
     for r in report.problems():

@@ -1022,6 +1022,12 @@ def render_directories(
 def _check_name(name: str, what: str, example: str) -> str:
     if not name or not name.strip():
         raise ValidationError(f"A {what} name cannot be empty; give it a name such as '{example}'.")
+    if any("\ud800" <= c <= "\udfff" for c in name):  # a name on disk whose bytes are not UTF-8 (os.fsdecode's escapes)
+        clean = "".join("?" if "\ud800" <= c <= "\udfff" else c for c in name)
+        raise ValidationError(
+            f"The {what} name {clean!r} is not valid UTF-8 (each '?' stands for a byte it cannot hold: the name was "
+            f"written in another encoding); rename it in UTF-8, e.g. {clean.replace('?', '_')!r}."
+        )
     bad = [c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
     if bad:
         clean = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in name).strip()
@@ -1071,12 +1077,18 @@ def check_file_name(name: str) -> str:
 
 
 def check_folder_name(name: str) -> str:
-    """A folder name: the file name rules, no ``/`` at all, at most 100 characters."""
-    _check_name(name, "folder", "docs")
-    if "/" in name:
+    """A folder name: the file name rules, no ``/`` or backslash at all, not ``.`` or ``..``, at most 100
+    characters. Each refusal suggests a name a folder may have (the file name rules suggest paths)."""
+    if isinstance(name, str) and ("/" in name or "\\" in name):
+        parts = (p.strip() for p in re.split(r"[/\\]+", name) if p.strip() not in ("", ".", ".."))
+        flat = "".join(c for c in "-".join(parts) if unicodedata.category(c) not in ("Cc", "Zl", "Zp"))
         raise ValidationError(
-            f"The folder name {name!r} contains '/'; folders do not nest, use e.g. '{name.replace('/', '-')}'."
+            f"The folder name {name!r} contains {chr(39) + '/' + chr(39) if '/' in name else 'a backslash'}; "
+            f"folders do not nest, use e.g. '{flat[:MAX_FOLDER_NAME_LENGTH] or 'docs'}'."
         )
+    if name in (".", ".."):
+        raise ValidationError(f"{name!r} cannot name a folder; use a plain name, e.g. 'docs'.")
+    _check_name(name, "folder", "docs")
     if len(name) > MAX_FOLDER_NAME_LENGTH:
         raise ValidationError(
             f"The folder name {name[:40]!r}... is {len(name)} characters long; use at most {MAX_FOLDER_NAME_LENGTH}."

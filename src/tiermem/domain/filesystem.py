@@ -825,7 +825,7 @@ class Filesystem:
             v = views.get(f.id) or FileView(file_id=f.id, folder_id=f.folder_id, name=name)
             v.name = name
             if v.is_open and v.sha256 and v.sha256 != f.sha256:
-                v.visible = self._window(f, name, v.start_line, v.end_line, clamp=True)
+                v.visible, v.start_line, v.end_line = self._recut(f, name, v.start_line, v.end_line)
             v.sha256 = f.sha256  # the version the view is of: a changed file changes every view of it (notified)
             if f.id in recent:
                 v.is_open, v.start_line, v.end_line, v.sha256 = True, None, None, f.sha256
@@ -835,14 +835,20 @@ class Filesystem:
         state.files = out
         return self._close_beyond(state, state.limits[0])
 
-    def _window(
-        self, f: StoredFile, name: str, start_line: int | None, end_line: int | None, *, clamp: bool = False
-    ) -> str:
+    def _window(self, f: StoredFile, name: str, start_line: int | None, end_line: int | None) -> str:
         lines = self.rows.lines([f])[f.id]
         start = start_line - 1 if start_line is not None else None
-        if clamp and start is not None and start >= len(lines):
-            start, end_line = None, None  # the file got shorter than the window: show its start
         return render_window(name, lines, strategy_of(f.name, f.file_type), start, end_line)
+
+    def _recut(
+        self, f: StoredFile, name: str, start_line: int | None, end_line: int | None
+    ) -> tuple[str, int | None, int | None]:
+        """An open window cut again from a changed file: its text and the (start_line, end_line) it now shows. A file
+        that got shorter than the window's start shows its start, and the window's lines say so (what the next
+        ``open_files`` reports as "previously ...", and an agent file exports)."""
+        if start_line is not None and start_line > len(self.rows.lines([f])[f.id]):
+            start_line, end_line = None, None
+        return self._window(f, name, start_line, end_line), start_line, end_line
 
     @staticmethod
     def _close_beyond(state: AgentFiles, cap: int) -> list[str]:

@@ -1263,7 +1263,7 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
         if (existing.description, existing.instructions) != texts:
             continue
         stored = rows.files([existing.id])
-        have = {f.name: (f.sha256, f.status) for f in stored}
+        have = _same_texts(rows, stored, want)
         if have == want:
             taken.add(name)
             by_name = {f.name: f.id for f in stored}
@@ -1275,6 +1275,22 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
             taken.add(name)
             return _Target(existing, "ours", ours)
     raise ValidationError(f"No free name for folder {plan.name!r}; rename it in the file.")
+
+
+def _same_texts(rows: Any, stored: list[StoredFile], want: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """(hash, status) of each of a folder's ``stored`` files by name, as ``want`` (an agent file's files) counts them:
+    the hash of its text. An uploaded file's row holds the hash of its bytes, which is its text's only when the bytes
+    were UTF-8 text as they are (not CRLF line ends, a BOM, another encoding, a converted PDF), so a completed file
+    whose row's hash differs is compared by its text; read only when every name is there."""
+    have: dict[str, tuple[str, str]] = {f.name: (f.sha256, str(f.status)) for f in stored}
+    if have.keys() != want.keys():
+        return have
+    differ = [f for f in stored if have[f.name] != want[f.name] and f.status == want[f.name][1] == "completed"]
+    texts = rows.texts([f.id for f in differ]) if differ else {}
+    for f in differ:
+        if f.id in texts and hashlib.sha256(texts[f.id].encode("utf-8")).hexdigest() == want[f.name][0]:
+            have[f.name] = want[f.name]
+    return have
 
 
 def _write_folder(

@@ -30,8 +30,13 @@ HELP = "Commands: /memory (show core memory), /help, /quit (or Ctrl-D). Anything
 
 
 def run_chat(settings: Settings, *, message: str | None, conversation: str, as_json: bool) -> int:
+    from .loop import check_conversation, check_message
     from .service import provider_kind
 
+    # what can be refused without the store is refused before it is opened (a refusal leaves no data directory)
+    check_conversation(conversation)
+    if message is not None:
+        check_message(message, settings.max_content_chars)
     if provider_kind(settings) != "anthropic":
         raise ConfigError(
             "tiermem chat runs the agent on the Anthropic API: set ANTHROPIC_API_KEY (and optionally "

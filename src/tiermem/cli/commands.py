@@ -43,11 +43,6 @@ def print_rows(obj: Any, as_json: bool) -> None:
             echo("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
 
 
-def read_stdin() -> str:
-    """A value given as '-': stdin without one trailing newline (the one `echo` and an editor's last line add)."""
-    return sys.stdin.read().removesuffix("\n")
-
-
 def existing_agent(memory: Memory, name: str, undone: str, *, named: bool = False) -> Agent:
     """The agent named ``name`` (``named``: the one a command works on, ``default`` made on first use); a missing one
     is an error naming those that exist and what was ``undone`` ("deleted"), not a hint to create it."""
@@ -240,6 +235,8 @@ def stopping() -> Iterator[threading.Event]:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
+        # os.write, not print: the main thread may be inside a print to stderr when the handler runs
+        os.write(2, b"tiermem: stopping once this sync is done; Ctrl-C again stops at once\n")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -484,7 +481,7 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         from ..domain.memory import TIMEZONE_KEY
 
         updates[TIMEZONE_KEY] = _checked_zone(args.timezone)
-    system = read_stdin() if args.system == "-" else args.system
+    system = args.system  # ('-': stdin, read by ``prechecks``)
     if not updates and system is None:
         raise ValidationError(
             "Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear, --system or --timezone."

@@ -225,8 +225,9 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
 
 @contextmanager
 def stopping() -> Iterator[threading.Event]:
-    """An event SIGINT (Ctrl-C) or SIGTERM sets, so a watch ends after the round it is in; a second signal raises
-    ``KeyboardInterrupt`` (stop now). The previous handlers are put back on leaving."""
+    """An event SIGINT (Ctrl-C) or SIGTERM sets, so a watch ends after the round it is in (said on stderr at once); a
+    second signal raises ``KeyboardInterrupt`` (stop now). The previous handlers are put back on leaving."""
+    import os
     import signal
 
     stop = threading.Event()
@@ -584,9 +585,8 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 echo(b.value if b.value else "(empty)")  # --json gives the exact value
     elif args.action == "set":
         if args.value is not None:
-            value = read_stdin() if args.value == "-" else args.value
-            b = memory.edit(
-                agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
+            b = memory.edit(  # ('-': stdin, read by ``prechecks``)
+                agent.id, args.label, Rethink(args.value, operation="set", check_line_numbers=False), actor="human"
             )
             echo(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
         settings_given = (args.new_label, args.description, args.limit, args.read_only, args.pinned) != (None,) * 5

@@ -163,8 +163,12 @@ def test_sync_watch_stopped_twice_exits_130(tmp_path: Path) -> None:
     root = agent_repo(tmp_path / "memory", {"human.md": "---\ndescription: h\n---\nAda\n"})
     hold, inside = tmp_path / "hold", tmp_path / "inside"
     hook = root / ".git" / "hooks" / "pre-commit"
+    # while held, the hook writes: a signal that lands just before tiermem starts waiting on git is taken at the next
+    # output (Python runs a handler between reads; a wait begun after the signal landed is not woken by it), not only
+    # once the hook ends
     hook.write_text(
-        f"#!/bin/sh\nif [ -e '{hold}' ]; then touch '{inside}'; while [ -e '{hold}' ]; do sleep 0.05; done; fi\n"
+        f"#!/bin/sh\nif [ -e '{hold}' ]; then touch '{inside}'; while [ -e '{hold}' ]; do printf . >&2; sleep 0.05; done; "
+        "fi\n"
     )
     hook.chmod(0o755)
     proc = watching(tmp_path, root)

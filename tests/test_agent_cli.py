@@ -181,6 +181,34 @@ def test_chat_names_the_conversation_id_limit(tmp_path: Path, fake: fa.FakeAnthr
     assert done.returncode == 1 and fake.requests == []
     assert "The conversation id has 300 characters; a conversation id may have at most 200." in done.stderr
     assert "max_content_chars" not in done.stderr
+    assert not (tmp_path / "data").exists()  # refused before the store was made
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ("", "message is empty"),
+        (b"caf\xe9", "message is not valid Unicode text (lone surrogate at position 3)"),
+        ("x" * 100_001, "a message to the agent may have at most 100000"),
+    ],
+    ids=["empty", "not-utf8", "too-long"],
+)
+def test_chat_refuses_a_bad_message_before_the_store_is_made(
+    tmp_path: Path, fake: fa.FakeAnthropic, message: str | bytes, said: str
+) -> None:
+    """A message chat refuses is refused before the data directory is made: nothing is left behind."""
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "chat", "-m", message, "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **env),
+        timeout=120,
+    )
+    assert done.returncode == 1 and said in done.stderr and fake.requests == [], done.stderr
+    assert not data.exists(), sorted(p.name for p in data.iterdir())
 
 
 def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.FakeAnthropic) -> None:

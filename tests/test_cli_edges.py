@@ -261,6 +261,33 @@ def test_a_value_from_stdin_loses_one_trailing_newline(tmp_path: Path, capsys: p
     assert code == 0 and "trailing newline" in out
 
 
+@pytest.mark.parametrize("io_encoding", ["", "utf-8:replace"], ids=["default", "PYTHONIOENCODING-replace"])
+def test_stdin_that_is_not_utf8_is_refused_and_nothing_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], io_encoding: str
+) -> None:
+    """A value read from stdin ('-') that is not UTF-8 is refused, naming the byte and its offset, whatever Python's
+    stdin error handler is (PYTHONIOENCODING=utf-8:replace stored U+FFFD in its place); nothing is stored, and a
+    data directory that did not exist is not made."""
+    fresh = ["--data-dir", str(tmp_path / "fresh"), "--embedding-model", "hashing"]
+    d = data_args(tmp_path)
+    assert cli(capsys, "blocks", "set", "human", "Name: Ada", *d)[0] == 0
+    before = stored(capsys, tmp_path)
+    env = server_env(tmp_path, **({"PYTHONIOENCODING": io_encoding} if io_encoding else {}))
+    for args in (
+        ("blocks", "set", "human", "-", *d),
+        ("agents", "set", "default", "--system", "-", *d),
+        ("remember", "-", *fresh),
+    ):
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", *args], input=b"caf\xe9 au lait\n", capture_output=True, env=env, timeout=120
+        )
+        err = done.stderr.decode()
+        assert done.returncode == 1, (args, err)
+        assert "is not UTF-8 text: the byte 0xe9 at byte offset 3" in err and "send the text as UTF-8" in err, err
+    assert stored(capsys, tmp_path) == before
+    assert not (tmp_path / "fresh").exists()
+
+
 # 6. export's default agent ---------------------------------------------------------------------------------
 
 

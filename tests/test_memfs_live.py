@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -156,22 +157,39 @@ def test_sync_watch_exits_2_on_stop_when_a_round_skipped_a_file(tmp_path: Path, 
 
 
 def test_sync_watch_stopped_twice_exits_130(tmp_path: Path) -> None:
-    """A second signal stops `tiermem sync --watch` at once, maybe half-way through a round: it does not exit as if
-    its rounds had finished (0 or 2) but with 130. Both signals are sent while the process is stopped (SIGSTOP), so
-    they arrive together whatever it was doing."""
-    root = tmp_path / "memory"
-    root.mkdir()
-    (root / "human.md").write_text("---\ndescription: h\n---\nAda\n")
+    """A second Ctrl-C stops `tiermem sync --watch` at once, half-way through a round: it does not exit as if its
+    rounds had finished (0 or 2) but with 130. The round is held in the repository's pre-commit hook; the second
+    signal is sent once the first was taken (said on stderr), as a person presses Ctrl-C again."""
+    root = agent_repo(tmp_path / "memory", {"human.md": "---\ndescription: h\n---\nAda\n"})
+    hold, inside = tmp_path / "hold", tmp_path / "inside"
+    hook = root / ".git" / "hooks" / "pre-commit"
+    # while held, the hook writes: a signal that lands just before tiermem starts waiting on git is taken at the next
+    # output (Python runs a handler between reads; a wait begun after the signal landed is not woken by it), not only
+    # once the hook ends
+    hook.write_text(
+        f"#!/bin/sh\nif [ -e '{hold}' ]; then touch '{inside}'; while [ -e '{hold}' ]; do printf . >&2; sleep 0.05; done; "
+        "fi\n"
+    )
+    hook.chmod(0o755)
     proc = watching(tmp_path, root)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     try:
         assert json.loads(proc.stdout.readline())["to_store"] == ["human"]  # type: ignore[union-attr]
-        proc.send_signal(signal.SIGSTOP)
+        hold.touch()
+        data = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "lc"]
+        subprocess.run([PYTHON, "-m", "tiermem", "blocks", "set", "human", "Ada L", *data], cwd=ROOT, check=True)
+        eventually(inside.exists, timeout=60)  # the round is in the hook: committing the store's change
         proc.send_signal(signal.SIGINT)
-        proc.send_signal(signal.SIGTERM)
-        proc.send_signal(signal.SIGCONT)
+        eventually(lambda: any("Ctrl-C again stops at once" in line for line in err))
+        proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
-        assert "stopped watching at once" in proc.stderr.read()  # type: ignore[union-attr]
+        hold.unlink()
+        reader.join(timeout=30)
+        assert "stopped watching at once" in "".join(err)
     finally:
+        hold.unlink(missing_ok=True)
         if proc.poll() is None:
             proc.kill()
             proc.wait()

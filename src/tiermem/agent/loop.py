@@ -159,6 +159,19 @@ def check_conversation(conversation_id: object) -> str:
     return check_text(conv, "conversation_id", CONVERSATION_CHARS)
 
 
+def check_message(text: object, max_chars: int) -> str:
+    """The user's message to the agent if it is one: text, not blank, of at most ``max_chars`` characters."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("message is empty: send the user's message as text.")
+    if len(text) > max_chars:
+        raise ValidationError(
+            f"The message has {len(text)} characters; a message to the agent may have at most {max_chars} "
+            "(max_content_chars). Nothing was sent or logged: send a shorter message (long text can go to a file or "
+            "archival memory first)."
+        )
+    return check_text(text, "message", max_chars)
+
+
 # The most one message the loop writes may hold: as much as an import stores (``interop.agentfile``), far beyond
 # max_content_chars (which bounds what one tool argument, the user's message, may carry): a 64,000-token answer is
 # some 250,000 characters, and is stored whole.
@@ -262,15 +275,7 @@ class AgentLoop:
         seen = await _io(version)  # the messages table as of the cached context
         tools = await self._tool_specs(host, style)  # listed once a turn: the size check and the requests use it
         if resume is None:
-            if not isinstance(text, str) or not text.strip():
-                raise ValidationError("message is empty: send the user's message as text.")
-            if len(text) > m.max_content_chars:
-                raise ValidationError(
-                    f"The message has {len(text)} characters; a message to the agent may have at most "
-                    f"{m.max_content_chars} (max_content_chars). Nothing was sent or logged: send a shorter message "
-                    "(long text can go to a file or archival memory first)."
-                )
-            check_text(text, "message", m.max_content_chars)
+            text = check_message(text, m.max_content_chars)
             system = await self._system(agent)
             try:
                 self._check_base(system, tools)

@@ -40,8 +40,13 @@ def run_chat(
 ) -> int:
     """``opened``: what the composition root does to the memory once it is open (the deletion guard of Claude Code's
     auto memory, as ``serve`` and ``ui`` set it), before any tool runs."""
+    from .loop import check_conversation, check_message
     from .service import provider_kind
 
+    # what can be refused without the store is refused before it is opened (a refusal leaves no data directory)
+    check_conversation(conversation)
+    if message is not None:
+        check_message(message, settings.max_content_chars)
     if provider_kind(settings) != "anthropic":
         raise ConfigError(
             "tiermem chat runs the agent on the Anthropic API: set ANTHROPIC_API_KEY (and optionally "

@@ -43,11 +43,6 @@ def print_rows(obj: Any, as_json: bool) -> None:
             echo("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
 
 
-def read_stdin() -> str:
-    """A value given as '-': stdin without one trailing newline (the one `echo` and an editor's last line add)."""
-    return sys.stdin.read().removesuffix("\n")
-
-
 def existing_agent(memory: Memory, name: str, undone: str, *, named: bool = False) -> Agent:
     """The agent named ``name`` (``named``: the one a command works on, ``default`` made on first use); a missing one
     is an error naming those that exist and what was ``undone`` ("deleted"), not a hint to create it."""
@@ -230,8 +225,9 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
 
 @contextmanager
 def stopping() -> Iterator[threading.Event]:
-    """An event SIGINT (Ctrl-C) or SIGTERM sets, so a watch ends after the round it is in; a second signal raises
-    ``KeyboardInterrupt`` (stop now). The previous handlers are put back on leaving."""
+    """An event SIGINT (Ctrl-C) or SIGTERM sets, so a watch ends after the round it is in (said on stderr at once); a
+    second signal raises ``KeyboardInterrupt`` (stop now). The previous handlers are put back on leaving."""
+    import os
     import signal
 
     stop = threading.Event()
@@ -240,6 +236,8 @@ def stopping() -> Iterator[threading.Event]:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
+        # os.write, not print: the main thread may be inside a print to stderr when the handler runs
+        os.write(2, b"tiermem: stopping once this sync is done; Ctrl-C again stops at once\n")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -484,7 +482,7 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         from ..domain.memory import TIMEZONE_KEY
 
         updates[TIMEZONE_KEY] = _checked_zone(args.timezone)
-    system = read_stdin() if args.system == "-" else args.system
+    system = args.system  # ('-': stdin, read by ``prechecks``)
     if not updates and system is None:
         raise ValidationError(
             "Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear, --system or --timezone."
@@ -587,9 +585,8 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 echo(b.value if b.value else "(empty)")  # --json gives the exact value
     elif args.action == "set":
         if args.value is not None:
-            value = read_stdin() if args.value == "-" else args.value
-            b = memory.edit(
-                agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
+            b = memory.edit(  # ('-': stdin, read by ``prechecks``)
+                agent.id, args.label, Rethink(args.value, operation="set", check_line_numbers=False), actor="human"
             )
             echo(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
         settings_given = (args.new_label, args.description, args.limit, args.read_only, args.pinned) != (None,) * 5

@@ -39,6 +39,29 @@ CREATING = frozenset(
 )
 
 
+# The arguments that take '-' for stdin: (command, action) -> the argument's name, and as `--help` shows it
+FROM_STDIN = {
+    ("blocks", "set"): ("value", "VALUE"),
+    ("agents", "set"): ("system", "--system"),
+    ("remember", None): ("text", "TEXT"),
+}
+
+
+def read_stdin(shown: str) -> str:
+    """stdin as the value of an argument given as '-': UTF-8 text, without one trailing newline (the one `echo` and an
+    editor's last line add). Bytes that are not UTF-8 are refused, never stored as replacement characters."""
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"stdin ({shown} given as '-') is not UTF-8 text: the byte 0x{data[exc.start]:02x} at byte offset "
+            f"{exc.start} is not valid UTF-8 ({exc.reason}). Nothing was stored: send the text as UTF-8 (from "
+            "Latin-1, for example: `iconv -f latin1 -t utf-8 FILE | tiermem ...`)."
+        ) from None
+    return text.removesuffix("\n")
+
+
 def creates(args: argparse.Namespace) -> bool:
     """Whether the command may make a new data directory (``CREATING``)."""
     return (args.command, None) in CREATING or (args.command, getattr(args, "action", None)) in CREATING
@@ -47,7 +70,11 @@ def creates(args: argparse.Namespace) -> bool:
 def check_arguments(args: argparse.Namespace, settings: Settings | None = None) -> None:
     """Raise ``ValidationError`` for arguments that cannot work, before anything is opened (and ``StoreError`` for a
     data directory of ``settings`` holding no memory when the command makes none); make a new sync directory (its
-    parent exists) and say so."""
+    parent exists) and say so. An argument given as '-' is read from stdin here (``FROM_STDIN``), so a value that is
+    not UTF-8 is refused before anything is opened, and the handler gets the text."""
+    option, shown = FROM_STDIN.get((args.command, getattr(args, "action", None)), ("", ""))
+    if option and getattr(args, option) == "-":
+        setattr(args, option, read_stdin(shown))
     if args.command == "import" and not args.path.exists():
         raise ValidationError(
             f"{args.path} does not exist; give the agent file, backup, memory.jsonl or directory to import "

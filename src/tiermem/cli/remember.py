@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 
 def remember_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    """Insert ``args.text`` ('-': stdin, one trailing newline dropped) into the agent's archival memory, embedded
+    """Insert ``args.text`` (stdin's text for '-', read by ``prechecks``, one trailing newline dropped) into the agent's archival memory, embedded
     before the command returns when the model loads; prints the new passage's id (or ids, when chunked)."""
-    text = sys.stdin.read().removesuffix("\n") if args.text == "-" else args.text
+    text = args.text  # ('-': stdin, read by ``prechecks``)
     if is_blank(text):
         raise ValidationError("Nothing to remember: give the fact as an argument, or '-' and the text on stdin.")
     tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None

@@ -60,6 +60,7 @@ from .file_views import (
     truncate_visible,
     window_of,
 )
+from .file_windows import is_cut, kept, kept_chars
 
 if TYPE_CHECKING:
     from ..core.protocol import CoreStore
@@ -85,7 +86,7 @@ class FileView:
     folder_id: str
     name: str  # "<folder>/<file>", as the agent names it
     is_open: bool = False
-    visible: str = ""  # the window's text, as rendered when opened (truncated only when shown)
+    visible: str = ""  # the window's text, as rendered when opened (truncated when shown; stored bounded: file_windows)
     start_line: int | None = None  # 1-based, as Letta stores it (None: from the start)
     end_line: int | None = None
     accessed_us: int = 0
@@ -118,13 +119,16 @@ class AgentFiles:
 
     def to_json(self, fields: Sequence[str] = ()) -> str:
         """Compact JSON: a view is a list of ``fields`` (by default ``VIEW_FIELDS``; 10,000 files: ~1.5 MB, ~10 ms
-        either way)."""
+        either way). An open window's text is kept bounded (``file_windows.kept``)."""
         fields = list(fields or VIEW_FIELDS)
         data = {
             "v": 2,
             "folders": self.folders,
             "fields": fields,
-            "files": [[getattr(v, f) for f in fields] for v in self.files],
+            "files": [
+                [kept(v.visible, self.char_limit) if f == "visible" else getattr(v, f) for f in fields]
+                for v in self.files
+            ],
             "max_files_open": self.max_files_open,
             "per_file_view_window_char_limit": self.char_limit,
         }
@@ -484,8 +488,10 @@ class Filesystem:
                 )
             if new:
                 state.folders.append(_folder_info(folder))
+            before = state.char_limit
             state.max_files_open = max_files_open or state.max_files_open
             state.char_limit = char_limit or state.char_limit
+            self._widen(state, before)
             first: list[StoredFile] = []
             if new:
                 ready = [f for f in self.rows.files([folder.id]) if f.status == "completed"]
@@ -517,7 +523,9 @@ class Filesystem:
         _check_limits(max_files_open, char_limit)
         with self._lock(agent_id):
             state = self.state(agent_id)
+            before = state.char_limit
             state.max_files_open, state.char_limit = max_files_open, char_limit
+            self._widen(state, before)
             self._close_beyond(state, state.limits[0])
             self._save(agent_id, state)
             return state
@@ -849,6 +857,25 @@ class Filesystem:
         if start_line is not None and start_line > len(self.rows.lines([f])[f.id]):
             start_line, end_line = None, None
         return self._window(f, name, start_line, end_line), start_line, end_line
+
+    def whole_window(self, view: FileView, char_limit: int | None) -> str:
+        """An open view's window whole, as it was rendered when opened (an agent file exports it): as kept, or, when
+        it was kept cut (``file_windows``: ``char_limit`` is the agent's limit it was kept under), rendered again from
+        the version of the file it is of (a file changed since: as kept, until the view is cut again from it)."""
+        if not (view.is_open and is_cut(view.visible, char_limit)):
+            return view.visible
+        f = self.rows.file(view.file_id)
+        if f is None or f.sha256 != view.sha256:
+            return view.visible
+        return self._window(f, view.name, view.start_line, view.end_line)
+
+    def _widen(self, state: AgentFiles, before: int | None) -> None:
+        """The open windows kept cut under the limit ``before`` rendered whole again, when the agent's limit now
+        shows more of them than was kept."""
+        if kept_chars(state.char_limit) > kept_chars(before):
+            for v in state.files:
+                if v.is_open and is_cut(v.visible, before):
+                    v.visible = self.whole_window(v, before)
 
     @staticmethod
     def _close_beyond(state: AgentFiles, cap: int) -> list[str]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
+from ..base.quoting import markup_name
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from . import secrets
 from .file_parse import Parsed, parse_file
@@ -288,8 +289,9 @@ def directories_summary(agent: Agent) -> str:
     parts = []
     for f in state.folders:
         views = [v for v in state.files if v.folder_id == f["id"]]
-        opened = [v.name for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
-        parts.append(f"{f['name']} ({len(views)} files" + (f"; open: {', '.join(opened)}" if opened else "") + ")")
+        opened = [markup_name(v.name) for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
+        listed = f"; open: {', '.join(opened)}" if opened else ""
+        parts.append(f"{markup_name(f['name'])} ({len(views)} files{listed})")
     return (
         "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
         "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "

@@ -409,7 +409,7 @@ def upload_paths(
     found = memory.files.folder(folder)  # a missing folder is refused before anything is read
     max_bytes = memory.files.file_max_bytes
     merged = Listing(root=Path("."))
-    taken: dict[str, Path] = {}
+    taken: dict[str, list[Path]] = {}  # name -> the files given it
     named: set[str] = set()
     for path in paths:
         listing = walk(path, max_bytes=max_bytes) if path.is_dir() else file_listing(path, max_bytes=max_bytes)
@@ -419,17 +419,11 @@ def upload_paths(
         merged.ignored += listing.ignored
         merged.skipped += listing.skipped
         for f in listing.files:
-            if f.name in taken:
-                merged.skipped.append(
-                    Uploaded(
-                        f.name,
-                        "skipped",
-                        f"{f.path} gives the same name as {taken[f.name]}; upload it separately into another folder",
-                    )
-                )
-                continue
-            taken[f.name] = f.path
-            merged.files.append(f)
+            before = taken.setdefault(f.name, [])
+            if before and os.path.realpath(f.path) in {os.path.realpath(p) for p in before}:
+                continue  # the same file given twice (a file and a directory holding it): uploaded once
+            before.append(f.path)
+            merged.files.append(f)  # another file of a name given before: kept beside it as NAME_(n).EXT (_placed)
     run = _ingest(
         memory, found.id, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns(), keep_others=True
     )  # (by id: a name an older tiermem left to two folders is refused)

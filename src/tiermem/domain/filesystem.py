@@ -40,6 +40,7 @@ from ..base.errors import FileContentError, NotFoundError, TiermemError, Validat
 from ..base.quoting import markup_name
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from . import secrets
+from .file_embedding import Embedded
 from .file_parse import Parsed, parse_file
 from .file_views import (
     DirectoryInfo,
@@ -577,6 +578,7 @@ class Filesystem:
         batch: int = 64,
         progress: Callable[[Uploaded], None] | None = None,
         keep_others: bool = False,
+        embedded: Embedded | None = None,
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
@@ -584,7 +586,8 @@ class Filesystem:
         (the least recently used open files beyond an agent's limit closed; the last added are the most recent).
         ``keep_others``: a file whose name is held by a file from another source path is stored as ``name_(n).ext``
         (Letta's upload: ``duplicate_handling=suffix``), its outcome saying so (``_placed``); else it replaces it (a
-        sync: the folder mirrors one directory).
+        sync: the folder mirrors one directory). ``embedded``: told how far each file's chunks are embedded
+        (``file_embedding``; from the worker thread).
 
         A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
         the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
@@ -611,7 +614,8 @@ class Filesystem:
         def store(
             ok: list[tuple[StoredFile, str, int]], failed: list[tuple[StoredFile, str]]
         ) -> tuple[list[tuple[StoredFile, Written]], list[StoredFile]]:
-            return self.rows.write_changed([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
+            written = self.rows.write_changed([(r, t) for r, t, _ in ok], embed=embed, progress=embedded)
+            return written, self.rows.write_errors(failed)
 
         def stored() -> None:
             """The outcomes of the batch being stored, once it is (its error raised)."""

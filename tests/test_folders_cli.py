@@ -604,3 +604,35 @@ def test_watch_stops_with_an_error_when_its_folder_is_deleted(tmp_path: Path) ->
     assert code == 1, err
     assert "tiermem: Folder 'docs' was deleted while this watch synced it, so the watch stopped." in err
     assert f"run `tiermem folders sync docs {root} --watch` (it makes the folder anew)" in err
+
+
+def test_two_files_of_one_name_in_one_upload_are_both_kept_as_a_separate_upload_keeps_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`upload docs a/report.txt b/report.txt` skipped the second, advising to upload it "separately into another
+    folder", though uploading it separately into the same folder keeps it as report_(1).txt. One upload now does the
+    same and says so; the same file given twice is uploaded once; uploading both again changes nothing."""
+    write(tmp_path, {"a/report.txt": "from A\n", "b/report.txt": "from B\n"})
+    a, b = tmp_path / "a" / "report.txt", tmp_path / "b" / "report.txt"
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(a), str(b), str(a))
+    assert code == 0 and out.startswith("folder docs: 2 added, 0 updated, 0 unchanged, 0 error, 0 skipped"), out
+    assert "added report_(1).txt: the folder's report.txt is another file of this upload: this one is stored as " in out
+    assert "separately" not in out
+    files = memory_of(tmp_path).files
+    assert {f.name: files.text("docs", f.name) for f in files.files("docs")} == {
+        "report.txt": "from A\n",
+        "report_(1).txt": "from B\n",
+    }
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(a), str(b))
+    assert code == 0 and out.startswith("folder docs: 0 added, 0 updated, 2 unchanged"), out
+
+
+def test_a_file_name_holding_a_tab_is_escaped_in_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A skipped name's tab was printed raw (a gap that reads as the report's own spacing); it is written \\t."""
+    root = tmp_path / "d"
+    write(root, {"evil\tname.txt": "x\n", "fine.md": "ok\n"})
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root))
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  skipped evil\\tname.txt: The file name"), out
+    assert "\t" not in out

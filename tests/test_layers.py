@@ -46,6 +46,8 @@ MODULE_LAYER = {
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
     "domain.file_views": 2,
+    "domain.file_embedding": 2,  # an upload's chunks embedded a slice at a time, each file told how far it is
+    "domain.file_windows": 2,  # an open file's window kept bounded in the agent's view (under file_views)
     "domain.grep_index": 2,  # grep's trigram signatures (under file_views)
     "domain.grep_deadline": 2,  # grep's searches bounded by the wall clock, a child process killed at the deadline
     "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text

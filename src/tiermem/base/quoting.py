@@ -11,16 +11,20 @@ it back to the text with them, the spans kept.
 
 ``neutral`` makes stored text safe to quote inside a frame of tags: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;``
 and ``&gt;``, so a stored ``</memory>`` or ``<system>`` is shown, never parsed, and cannot close the frame it is quoted
-in. ``printable`` makes stored text safe to print to a terminal (the CLI's human-readable output: ``cli/terminal.py``,
+in. ``markup_name`` does the same for a name shown inside markup (a file's or folder's in ``<directories>``), with
+``"`` escaped and each invisible format character (a bidirectional override, a zero-width or tag character) written as
+its numeric reference (``&#x202e;``), so a name can neither close its tag nor hide or reorder what a model reads; an
+ordinary name is left as it is. ``printable`` makes stored text safe to print to a terminal (the CLI's human-readable output: ``cli/terminal.py``,
 ``tiermem doctor``): every control character but tab and line feed (C0, DEL, C1) and every bidirectional control is
 written as its escape (``\\x1b``, ``\\u202e``), so a stored escape sequence cannot clear the screen, retitle the
-terminal or reorder what follows it; ``one_line`` also writes a line feed as ``\\n``, for a name inside one line of a
-report. Standard library only.
+terminal or reorder what follows it; ``one_line`` also writes a line feed as ``\\n`` and a tab as ``\\t``, for a name
+inside one line of a report. Standard library only.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 
 PRIVATE_MARK = "[private: not kept]"
@@ -165,6 +169,16 @@ def attribute(value: str) -> str:
     return '"' + neutral(value).replace('"', "&quot;") + '"'
 
 
+def markup_name(name: str) -> str:
+    """A name as text inside markup (an element's text or a double-quoted attribute's value): ``neutral``, ``"``
+    escaped, and each format character (Unicode category Cf: bidirectional controls, zero-width and tag characters)
+    as its numeric reference; a name with none of these is returned as it is."""
+    name = neutral(name).replace('"', "&quot;")
+    if name.isascii():
+        return name
+    return "".join(f"&#x{ord(c):x};" if unicodedata.category(c) == "Cf" else c for c in name)
+
+
 # C0 but tab and line feed, DEL, C1, and the bidirectional controls (marks, embeddings, overrides, isolates)
 # (and lone surrogates: a file name on disk that is not UTF-8, as os.fsdecode reads it, which no terminal can print)
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -184,5 +198,6 @@ def printable(text: str) -> str:
 
 def one_line(text: str) -> str:
     """``text`` as part of one line of a report: ``printable``, and each line feed written ``\\n`` too, so a name
-    holding one (a file name may) cannot start a line that reads as another entry of the report."""
-    return printable(text).replace("\n", "\\n")
+    holding one (a file name may) cannot start a line that reads as another entry of the report; a tab as ``\\t``,
+    which a terminal would show as a gap that reads as the report's own spacing."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")

@@ -20,9 +20,13 @@ from .terminal import echo
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..domain.file_embedding import Embedded
     from ..domain.memory import Memory
     from ..interop.folder_sync import Progress, SyncReport
 
+PROGRESS_SECONDS = (
+    5.0  # a long upload says how far its embedding is at most this often (none before: a quick one is quiet)
+)
 FOLDER = "the folder's name or id (an id tells apart folders an older tiermem named alike)"
 EXAMPLE = (
     "tiermem folders create docs --description 'Project documentation'\n"
@@ -154,7 +158,12 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         with _embedding(memory, args):
             with _progress("uploading") as progress:
                 report = upload_paths(
-                    memory, args.name, args.paths, embed=None if args.embed else False, progress=progress
+                    memory,
+                    args.name,
+                    args.paths,
+                    embed=None if args.embed else False,
+                    progress=progress,
+                    embedded=_chunk_lines(args),
                 )
             return _finish(memory, settings, args, report)
     if action in ("attach", "detach"):
@@ -299,7 +308,9 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
         raise ValidationError("--interval is for --watch; add --watch, or leave --interval out.")
     with _embedding(memory, args):
         with _progress("syncing") as progress:
-            done = sync_folder(memory, args.name, directory, embed=embed, progress=progress)
+            done = sync_folder(
+                memory, args.name, directory, embed=embed, progress=progress, embedded=_chunk_lines(args)
+            )
         return _finish(memory, settings, args, done)
 
 
@@ -333,6 +344,14 @@ def _embed(memory: Memory, settings: Settings, args: argparse.Namespace) -> None
     embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)
     if embedded:
         print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr, flush=True)
+
+
+def _chunk_lines(args: argparse.Namespace) -> Embedded | None:
+    """A long upload's embedding told on stderr: each file's chunks embedded of its total, a line every
+    ``PROGRESS_SECONDS`` at most and none before (stdout, which ``--json`` writes, is left alone)."""
+    from ..interop.progress import ChunkLines
+
+    return ChunkLines(every=PROGRESS_SECONDS) if args.embed else None
 
 
 class _progress:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..base.errors import NotFoundError
 from ..base.records import Folder, StoredFile, from_us, now, to_us
 from ..store import Filter
+from .file_embedding import Embedded, embed_files
 from .file_views import GrepFile, JoinedLines, strategy_of, view_lines
 from .search.cjk import keyword_text
 
@@ -238,15 +239,21 @@ class FileRows:
         return [r for r, _ in self._write(items, embed=embed, keep_same=False)]
 
     def write_changed(
-        self, items: Sequence[tuple[StoredFile, str]], *, embed: bool = True
+        self, items: Sequence[tuple[StoredFile, str]], *, embed: bool = True, progress: Embedded | None = None
     ) -> list[tuple[StoredFile, Written]]:
         """``write``, but a file stored with the same content hash and ``completed`` (by another process since the
         caller looked: two uploads of one directory at once) is left as it is: ``unchanged`` with its stored record.
-        The others are ``added`` or ``updated`` as the table is when they are written."""
-        return self._write(items, embed=embed, keep_same=True)
+        The others are ``added`` or ``updated`` as the table is when they are written. ``progress``: told how far
+        each file's chunks are embedded (``file_embedding``)."""
+        return self._write(items, embed=embed, keep_same=True, progress=progress)
 
     def _write(
-        self, items: Sequence[tuple[StoredFile, str]], *, embed: bool, keep_same: bool
+        self,
+        items: Sequence[tuple[StoredFile, str]],
+        *,
+        embed: bool,
+        keep_same: bool,
+        progress: Embedded | None = None,
     ) -> list[tuple[StoredFile, Written]]:
         """The chunks are cut and embedded first; the commits are made under the store's lock ``file-chunks``
         (``Connection.exclusive``), so that two processes replacing one file's chunks at once (its deletion, then
@@ -260,7 +267,11 @@ class FileRows:
         for row in (row for rows in chunk_rows for row in rows):  # a chunk the file already had keeps its vector
             row["vector"] = known.get((row["group_id"], row["content"]))
         if embed:
-            self.vectors.embed_rows([row for rows in chunk_rows for row in rows if row["vector"] is None])
+            embed_files(
+                self.vectors.embed_rows,
+                [(r.name, rows) for (r, _), rows in zip(items, chunk_rows, strict=True)],
+                progress,
+            )
         with self.store.conn.exclusive(CHUNKS_LOCK):
             stored = {f.id: f for f in self._latest(ids)}
             out: list[tuple[StoredFile, Written] | None] = [None] * len(items)

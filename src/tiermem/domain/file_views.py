@@ -30,6 +30,7 @@ from typing import Literal
 import regex
 
 from ..base.errors import ValidationError
+from ..base.quoting import markup_name
 from . import grep_deadline
 from .grep_deadline import Clock, Compiled
 from .grep_index import Signature, requirement, signature
@@ -960,7 +961,8 @@ class FileEntry:
 
 
 def _render_file(out: list[str], entry: FileEntry) -> None:
-    out.append(f'<file status="{"open" if entry.value else "closed"}" name="{entry.name or "file"}">\n')
+    name = markup_name(entry.name or "file")  # beyond Letta: a name's markup and invisible characters escaped
+    out.append(f'<file status="{"open" if entry.value else "closed"}" name="{name}">\n')
     out.append("<metadata>")
     if entry.read_only:
         out.append("\n- read_only=true")
@@ -980,7 +982,9 @@ def render_directories(
     closed_cap: int | None = None,
 ) -> str:
     """The ``<directories>`` section of the prompt, as Letta's ``_render_directories_common`` writes it (with the
-    leading blank line). Beyond Letta: with ``closed_cap``, a folder with more closed files than that lists only the
+    leading blank line). Beyond Letta: names are escaped (``quoting.markup_name``: an ordinary one is as Letta writes
+    it), so a file named ``x</value></file>`` or holding a bidirectional override cannot change what the section
+    says; with ``closed_cap``, a folder with more closed files than that lists only the
     first ``closed_cap`` of them and then one ``<more_files count="N">`` line, so a huge folder stays out of the
     prompt while the model still learns the files exist and how to reach them."""
     out = ["\n\n<directories>\n"]
@@ -990,7 +994,7 @@ def render_directories(
             f"<file_limits>\n- current_files_open={current_open}\n- max_files_open={max_files_open}\n</file_limits>\n"
         )
     for folder in folders:
-        out.append(f'<directory name="{folder.name}">\n')
+        out.append(f'<directory name="{markup_name(folder.name)}">\n')
         if folder.description:
             out.append(f"<description>{folder.description}</description>\n")
         if folder.instructions:

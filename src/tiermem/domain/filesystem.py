@@ -37,8 +37,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
+from ..base.quoting import markup_name
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from . import secrets
+from .file_embedding import Embedded
 from .file_parse import Parsed, parse_file
 from .file_views import (
     DirectoryInfo,
@@ -60,6 +62,7 @@ from .file_views import (
     truncate_visible,
     window_of,
 )
+from .file_windows import is_cut, kept, kept_chars
 
 if TYPE_CHECKING:
     from ..core.protocol import CoreStore
@@ -85,7 +88,7 @@ class FileView:
     folder_id: str
     name: str  # "<folder>/<file>", as the agent names it
     is_open: bool = False
-    visible: str = ""  # the window's text, as rendered when opened (truncated only when shown)
+    visible: str = ""  # the window's text, as rendered when opened (truncated when shown; stored bounded: file_windows)
     start_line: int | None = None  # 1-based, as Letta stores it (None: from the start)
     end_line: int | None = None
     accessed_us: int = 0
@@ -118,13 +121,16 @@ class AgentFiles:
 
     def to_json(self, fields: Sequence[str] = ()) -> str:
         """Compact JSON: a view is a list of ``fields`` (by default ``VIEW_FIELDS``; 10,000 files: ~1.5 MB, ~10 ms
-        either way)."""
+        either way). An open window's text is kept bounded (``file_windows.kept``)."""
         fields = list(fields or VIEW_FIELDS)
         data = {
             "v": 2,
             "folders": self.folders,
             "fields": fields,
-            "files": [[getattr(v, f) for f in fields] for v in self.files],
+            "files": [
+                [kept(v.visible, self.char_limit) if f == "visible" else getattr(v, f) for f in fields]
+                for v in self.files
+            ],
             "max_files_open": self.max_files_open,
             "per_file_view_window_char_limit": self.char_limit,
         }
@@ -284,8 +290,9 @@ def directories_summary(agent: Agent) -> str:
     parts = []
     for f in state.folders:
         views = [v for v in state.files if v.folder_id == f["id"]]
-        opened = [v.name for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
-        parts.append(f"{f['name']} ({len(views)} files" + (f"; open: {', '.join(opened)}" if opened else "") + ")")
+        opened = [markup_name(v.name) for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
+        listed = f"; open: {', '.join(opened)}" if opened else ""
+        parts.append(f"{markup_name(f['name'])} ({len(views)} files{listed})")
     return (
         "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
         "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "
@@ -484,8 +491,10 @@ class Filesystem:
                 )
             if new:
                 state.folders.append(_folder_info(folder))
+            before = state.char_limit
             state.max_files_open = max_files_open or state.max_files_open
             state.char_limit = char_limit or state.char_limit
+            self._widen(state, before)
             first: list[StoredFile] = []
             if new:
                 ready = [f for f in self.rows.files([folder.id]) if f.status == "completed"]
@@ -517,7 +526,9 @@ class Filesystem:
         _check_limits(max_files_open, char_limit)
         with self._lock(agent_id):
             state = self.state(agent_id)
+            before = state.char_limit
             state.max_files_open, state.char_limit = max_files_open, char_limit
+            self._widen(state, before)
             self._close_beyond(state, state.limits[0])
             self._save(agent_id, state)
             return state
@@ -567,6 +578,7 @@ class Filesystem:
         batch: int = 64,
         progress: Callable[[Uploaded], None] | None = None,
         keep_others: bool = False,
+        embedded: Embedded | None = None,
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
@@ -574,7 +586,8 @@ class Filesystem:
         (the least recently used open files beyond an agent's limit closed; the last added are the most recent).
         ``keep_others``: a file whose name is held by a file from another source path is stored as ``name_(n).ext``
         (Letta's upload: ``duplicate_handling=suffix``), its outcome saying so (``_placed``); else it replaces it (a
-        sync: the folder mirrors one directory).
+        sync: the folder mirrors one directory). ``embedded``: told how far each file's chunks are embedded
+        (``file_embedding``; from the worker thread).
 
         A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
         the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
@@ -601,7 +614,8 @@ class Filesystem:
         def store(
             ok: list[tuple[StoredFile, str, int]], failed: list[tuple[StoredFile, str]]
         ) -> tuple[list[tuple[StoredFile, Written]], list[StoredFile]]:
-            return self.rows.write_changed([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
+            written = self.rows.write_changed([(r, t) for r, t, _ in ok], embed=embed, progress=embedded)
+            return written, self.rows.write_errors(failed)
 
         def stored() -> None:
             """The outcomes of the batch being stored, once it is (its error raised)."""
@@ -849,6 +863,25 @@ class Filesystem:
         if start_line is not None and start_line > len(self.rows.lines([f])[f.id]):
             start_line, end_line = None, None
         return self._window(f, name, start_line, end_line), start_line, end_line
+
+    def whole_window(self, view: FileView, char_limit: int | None) -> str:
+        """An open view's window whole, as it was rendered when opened (an agent file exports it): as kept, or, when
+        it was kept cut (``file_windows``: ``char_limit`` is the agent's limit it was kept under), rendered again from
+        the version of the file it is of (a file changed since: as kept, until the view is cut again from it)."""
+        if not (view.is_open and is_cut(view.visible, char_limit)):
+            return view.visible
+        f = self.rows.file(view.file_id)
+        if f is None or f.sha256 != view.sha256:
+            return view.visible
+        return self._window(f, view.name, view.start_line, view.end_line)
+
+    def _widen(self, state: AgentFiles, before: int | None) -> None:
+        """The open windows kept cut under the limit ``before`` rendered whole again, when the agent's limit now
+        shows more of them than was kept."""
+        if kept_chars(state.char_limit) > kept_chars(before):
+            for v in state.files:
+                if v.is_open and is_cut(v.visible, before):
+                    v.visible = self.whole_window(v, before)
 
     @staticmethod
     def _close_beyond(state: AgentFiles, cap: int) -> list[str]:

@@ -24,6 +24,7 @@ files, views, messages) with the ids they share renumbered once; it is the mirro
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -293,7 +294,8 @@ def _folders(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Id
         new_source = ids.find("source", ("folder", v.folder_id))
         if new_file is None or new_source is None:
             continue  # its file or folder is gone (the view is dropped at the agent's next file change)
-        body = with_kept(letta_view_fields(v, ids.file_names[v.file_id]), kept_views.get(v.file_id))
+        whole = replace(v, visible=memory.files.whole_window(v, state.char_limit))  # kept cut: rendered whole
+        body = with_kept(letta_view_fields(whole, ids.file_names[v.file_id]), kept_views.get(v.file_id))
         views.append(
             {
                 "agent_id": agent_id,

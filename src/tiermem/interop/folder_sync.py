@@ -40,6 +40,7 @@ from ..domain.filesystem import Uploaded
 
 if TYPE_CHECKING:
     from ..base.records import StoredFile
+    from ..domain.file_embedding import Embedded
     from ..domain.memory import Memory
 
 SYNC_KEY = "tiermem_sync"  # the folder's metadata: {"directory": ..., "files": {path: [size, mtime_ns, sha256]}}
@@ -373,6 +374,7 @@ def _ingest(
     progress: Progress | None,
     listed_at: int,
     keep_others: bool = False,
+    embedded: Embedded | None = None,
 ) -> _Ingest:
     stored = {f.name: f for f in memory.files.files(folder)}
     todo = [
@@ -398,18 +400,26 @@ def _ingest(
         embed=inline,
         progress=run.uploaded,
         keep_others=keep_others,
+        embedded=embedded,
     )  # new files open in the agents the folder is attached to, as Letta's upload
     return run
 
 
 def upload_paths(
-    memory: Memory, folder: str, paths: Sequence[Path], *, embed: bool | None = None, progress: Progress | None = None
+    memory: Memory,
+    folder: str,
+    paths: Sequence[Path],
+    *,
+    embed: bool | None = None,
+    progress: Progress | None = None,
+    embedded: Embedded | None = None,
 ) -> SyncReport:
-    """Upload files and directories (walked; names relative to the directory given) into an existing folder."""
+    """Upload files and directories (walked; names relative to the directory given) into an existing folder.
+    ``progress``: told the files done; ``embedded``: how far each file's chunks are embedded."""
     found = memory.files.folder(folder)  # a missing folder is refused before anything is read
     max_bytes = memory.files.file_max_bytes
     merged = Listing(root=Path("."))
-    taken: dict[str, Path] = {}
+    taken: dict[str, list[Path]] = {}  # name -> the files given it
     named: set[str] = set()
     for path in paths:
         listing = walk(path, max_bytes=max_bytes) if path.is_dir() else file_listing(path, max_bytes=max_bytes)
@@ -419,19 +429,21 @@ def upload_paths(
         merged.ignored += listing.ignored
         merged.skipped += listing.skipped
         for f in listing.files:
-            if f.name in taken:
-                merged.skipped.append(
-                    Uploaded(
-                        f.name,
-                        "skipped",
-                        f"{f.path} gives the same name as {taken[f.name]}; upload it separately into another folder",
-                    )
-                )
-                continue
-            taken[f.name] = f.path
-            merged.files.append(f)
+            before = taken.setdefault(f.name, [])
+            if before and os.path.realpath(f.path) in {os.path.realpath(p) for p in before}:
+                continue  # the same file given twice (a file and a directory holding it): uploaded once
+            before.append(f.path)
+            merged.files.append(f)  # another file of a name given before: kept beside it as NAME_(n).EXT (_placed)
     run = _ingest(
-        memory, found.id, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns(), keep_others=True
+        memory,
+        found.id,
+        merged,
+        cached={},
+        embed=embed,
+        progress=progress,
+        listed_at=time.time_ns(),
+        keep_others=True,
+        embedded=embedded,
     )  # (by id: a name an older tiermem left to two folders is refused)
     return SyncReport(
         folder=found.name,
@@ -451,6 +463,7 @@ def sync_folder(
     embed: bool | None = None,
     progress: Progress | None = None,
     listing: Listing | None = None,
+    embedded: Embedded | None = None,
 ) -> SyncReport:
     """Make the folder equal the directory (see the module's docstring); ``listing``: a walk already taken."""
     folder = memory.files.folder(folder_name)
@@ -462,7 +475,16 @@ def sync_folder(
     previous: dict[str, Any] = found if isinstance(found, dict) else {}
     before: dict[str, list[Any]] = previous.get("files") or {}
     cached = before if previous.get("directory") == str(root) else {}
-    run = _ingest(memory, folder.id, listing, cached=cached, embed=embed, progress=progress, listed_at=listed_at)
+    run = _ingest(
+        memory,
+        folder.id,
+        listing,
+        cached=cached,
+        embed=embed,
+        progress=progress,
+        listed_at=listed_at,
+        embedded=embedded,
+    )
     present = {r.name for r in run.results if r.reason != VANISHED}
     inside = str(root) + os.sep
     gone = sorted(

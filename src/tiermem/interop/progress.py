@@ -1,10 +1,15 @@
-"""A progress line on stderr, only when stderr is a terminal (stdout stays clean for output)."""
+"""Progress on stderr (stdout stays clean for output): a line redrawn in place while stderr is a terminal
+(``Progress``: files done), and lines that say how far a long upload's embedding is (``ChunkLines``)."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
+
+from ..base.quoting import one_line
 
 
 class Progress:
@@ -29,4 +34,36 @@ class Progress:
     def close(self) -> None:
         if self._on:
             self._stream.write("\n")
+            self._stream.flush()
+
+
+class ChunkLines:
+    """How far each file's chunks are embedded (``file_embedding.Embedded``), as lines on stderr, a terminal or not:
+    none in the first ``every`` seconds (a quick upload says nothing), then at most one every ``every`` seconds,
+    and a file whose progress was shown gets its last line too. Called from the upload's worker thread."""
+
+    def __init__(
+        self,
+        label: str = "tiermem: embedding",
+        stream: TextIO | None = None,
+        every: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label = label
+        self._stream = stream or sys.stderr
+        self._every = every
+        self._clock = clock
+        self._next = clock() + every
+        self._shown: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        with self._lock:
+            now = self._clock()
+            if now < self._next and not (done >= total and name in self._shown):
+                return
+            self._next = now + self._every
+            self._shown.add(name)
+            back = "\r\x1b[K" if self._stream.isatty() else ""  # over a progress bar drawn in place
+            self._stream.write(f"{back}{self.label} {one_line(name)}: {done:,} of {total:,} chunks\n")
             self._stream.flush()

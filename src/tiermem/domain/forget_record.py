@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.uses import Use
+
 
 def key(kind: str, ident: str, created_us: int) -> str:
     return hashlib.sha256(f"{kind}\x1f{ident}\x1f{int(created_us)}".encode()).hexdigest()
@@ -117,6 +119,13 @@ def _roll_back_blocks(out: dict[str, list[dict[str, Any]]], forgotten: set[str],
     out["blocks"] = blocks
     out["attachments"] = [r for r in out["attachments"] if str(r["block_id"]) not in dropped]
     left.gone |= dropped
+
+
+def of_the_rest(left: Left, links: list[Any], uses: list[Use]) -> dict[str, Any]:
+    """The backup's ``links`` (as read: checked later) and ``uses``, but those of what ``left`` leaves out."""
+    gone, agents = left.gone, {str(r["id"]) for r in left.rows["agents"]}
+    kept = [x for x in links if not (isinstance(x, dict) and (x.get("a") in gone or x.get("b") in gone))]
+    return {"links": kept, "uses": [u for u in uses if u.id not in gone and u.agent_id in agents]}
 
 
 def note(left: Left, *, included: bool) -> list[str]:

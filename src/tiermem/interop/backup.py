@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from dataclasses import replace as replaced
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -346,7 +347,8 @@ def import_backup(
     backup = whole = read_backup(memory, path)
     record = memory.core.forgotten_keys()
     if not include_forgotten:  # the backup as if it had been made after the forgets
-        backup = _without_forgotten(backup, forget_record.left_out(backup.rows, record))
+        left = forget_record.left_out(backup.rows, record)
+        backup = replaced(backup, rows=left.rows, **forget_record.of_the_rest(left, backup.links, backup.uses))
     rows = backup.rows
     if notes is not None:
         notes += backup.notes + _credentials_note(memory, rows)
@@ -363,7 +365,8 @@ def import_backup(
         notes += backup_plan.replaced_note(cleared) + backup_plan.kept_note(memory, rows, kept)
         notes += backup_plan.merged_note(rows, plan.merged) + backup_plan.restored_note(memory, rows, plan.earlier)
     rows = _without(rows, kept)  # nothing of an agent kept as it is: no row it lacks comes back
-    forgotten = forget_record.left_out(_without(whole.rows, kept), record)  # what is left out, or restored
+    # what is left out (of every agent: a kept one's too), or restored (not a kept agent's: nothing of it is written)
+    forgotten = forget_record.left_out(_without(whole.rows, kept) if include_forgotten else whole.rows, record)
     if notes is not None:
         notes += forget_record.note(forgotten, included=include_forgotten)
     links = {a: found for a, found in links.items() if a not in kept}
@@ -415,15 +418,6 @@ def import_backup(
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)
     return inserted
-
-
-def _without_forgotten(backup: Backup, left: forget_record.Left) -> Backup:
-    """``backup`` without what was forgotten here (``left.rows``), nor the links and use records of it."""
-    gone = left.gone
-    links = [x for x in backup.links if not (isinstance(x, dict) and (x.get("a") in gone or x.get("b") in gone))]
-    agents = {str(r["id"]) for r in left.rows["agents"]}
-    uses = [u for u in backup.uses if u.id not in gone and u.agent_id in agents]
-    return Backup(backup.header, left.rows, links, backup.notes, uses)
 
 
 def _without(rows: dict[str, list[dict[str, Any]]], agents: list[str]) -> dict[str, list[dict[str, Any]]]:

@@ -38,8 +38,10 @@ def export(memory: Memory, path: Path) -> Path:
     return path
 
 
-def restore(memory: Memory, path: Path, *, replace: bool = False) -> dict[str, Any]:
-    return run_import(memory, path, fmt="jsonl", agent="default", rename=None, replace=replace)
+def restore(memory: Memory, path: Path, *, replace: bool = False, include_forgotten: bool = False) -> dict[str, Any]:
+    return run_import(
+        memory, path, fmt="jsonl", agent="default", rename=None, replace=replace, include_forgotten=include_forgotten
+    )
 
 
 def stored(memory: Memory) -> dict[str, Any]:
@@ -132,7 +134,7 @@ def test_a_restore_again_brings_back_nothing_of_an_agent_changed_since_and_repla
 ) -> None:
     """Restored, then a passage forgotten and a block edited here: the same backup again writes nothing of that
     agent (the forgotten passage stays forgotten; no mix of the two states) and says so; --replace rolls the agent
-    back to the backup whole."""
+    back to the backup, but for what was forgotten (the forget record), and with --include-forgotten whole."""
     src = old_machine(tmp_path)
     backup = export(src, tmp_path / "backup.jsonl")
     restore(memory, backup)
@@ -146,15 +148,18 @@ def test_a_restore_again_brings_back_nothing_of_an_agent_changed_since_and_repla
     assert sum(report["inserted"].values()) == 0 and stored(memory) == before
     assert report["notes"] == [
         "this data directory holds agent(s) 'work' already, changed here since the backup was made: kept as they are, "
-        "nothing of the backup's copy written; 1 row(s) of theirs the backup holds and this data directory does not "
-        "(forgotten or deleted here, or added where the backup was made after this data directory's copy) were left "
-        "out. To roll them back to the backup (losing the changes made here since), run the import again with "
-        "--replace"
+        "nothing of the backup's copy written. To roll them back to the backup (losing the changes made here "
+        "since), run the import again with --replace",
+        "left out what was forgotten here (`tiermem forget`): 1 passage row(s). To restore it too, run the import "
+        "again with --include-forgotten",
     ], report["notes"]
     assert [p.content for p in memory.archive.rows.passages_of(work)] == ["written here after the restore"]
 
     report = restore(memory, backup, replace=True)
     assert any(n.startswith("--replace: this data directory's agent(s) 'work'") for n in report["notes"])
+    assert memory.archive.rows.passages_of(work) == []  # rolled back, the forgotten passage left out
+    assert memory.block(work, "human").value == src.block(work, "human").value
+    report = restore(memory, backup, replace=True, include_forgotten=True)
     assert stored(memory) == stored(src)
     assert memory.block(work, "human").value == src.block(work, "human").value
     assert [p.content for p in memory.archive.rows.passages_of(work)] == ["the launch is on 3 March"]
@@ -207,24 +212,30 @@ def test_a_default_agent_used_on_both_machines_gets_the_backup_rows_beside_its_o
     assert stored(new) == stored(src)
 
 
-def test_a_restore_after_only_forgetting_brings_the_forgotten_rows_back_and_says_so(
+def test_a_restore_after_only_deleting_brings_the_deleted_rows_back_and_leaves_the_forgotten_out(
     memory: Memory, tmp_path: Path
 ) -> None:
-    """An agent that was only forgotten from holds nothing the backup lacks: the restore cannot tell it from an
-    earlier state of the backup's store, restores the forgotten passage, and says how many rows came back."""
+    """An agent that was only deleted and forgotten from holds nothing the backup lacks: the restore takes it for an
+    earlier state of the backup's store and restores the deleted passage (a deletion is not a forget), saying how
+    many rows came back; the forgotten one stays out (the forget record), with a note saying how to have it."""
     src = old_machine(tmp_path)
+    work_src = src.get_agent("work").id
+    src.archival_insert(work_src, "the venue is the old library", None)
     backup = export(src, tmp_path / "backup.jsonl")
     restore(memory, backup)
     work = memory.get_agent("work").id
-    (forgotten,) = memory.archive.rows.passages_of(work)
+    deleted, forgotten = sorted(memory.archive.rows.passages_of(work), key=lambda p: p.content)
+    memory.archival_delete(work, deleted.id, guarded=False)
     forget(memory, Target("passage", work, forgotten.id), now=True)
     report = restore(memory, backup)
     assert report["inserted"]["passages"] == 1
     assert report["notes"] == [
         "1 row(s) of agent 'work' that this data directory did not hold were restored (added where the backup was "
-        "made, or forgotten or deleted here since: if you forgot them, forget them again)"
+        "made, or deleted here since; what `tiermem forget` forgot here is left out)",
+        "left out what was forgotten here (`tiermem forget`): 1 passage row(s). To restore it too, run the import "
+        "again with --include-forgotten",
     ], report["notes"]
-    assert stored(memory) == stored(src)
+    assert [p.content for p in memory.archive.rows.passages_of(work)] == [deleted.content]
 
 
 def test_a_restore_that_replaces_agents_purges_the_core_once(tmp_path: Path) -> None:
@@ -279,7 +290,7 @@ def test_a_newer_backup_of_the_same_store_restores_over_an_older_one(memory: Mem
         "and were brought up to it (use counts recorded here since were replaced by the backup's)",
         *(
             f"{n} row(s) of agent {name!r} that this data directory did not hold were restored (added where the "
-            "backup was made, or forgotten or deleted here since: if you forgot them, forget them again)"
+            "backup was made, or deleted here since; what `tiermem forget` forgot here is left out)"
             for n, name in ((2, "default"), (1, "work"))
         ),
     ], report["notes"]  # work, only added to, is not in conflict: its new rows and its later use counts are written

@@ -62,6 +62,7 @@ MODULE_LAYER = {
     "domain.patterns": 3,  # the terms that rise in a period (log-odds over the range's items)
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
     "domain.archive_rows": 4,
+    "domain.forget_record": 4,  # the forget record's keys (digests, no text) and what a restore leaves out by them
     "domain.archive_vectors": 4,
     "domain.archive_files": 4,  # the parts Archive is made of
     "domain.archive_links": 4,  # the links made on purpose (meta rows)

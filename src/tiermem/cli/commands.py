@@ -124,7 +124,13 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
         return sync_command(memory, settings, args)
     if args.command == "import":
         report = run_import(
-            memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename, replace=args.replace
+            memory,
+            args.path,
+            fmt=args.format,
+            agent=settings.agent,
+            rename=args.rename,
+            replace=args.replace,
+            include_forgotten=args.include_forgotten,
         )
         if args.json:
             print_rows(report, True)

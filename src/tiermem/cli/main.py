@@ -375,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="overwrite an agent with the same name (.af), blocks with other values (memories), or roll back to the "
         "backup every agent it holds that this data directory changed since or differently (jsonl)",
     )
+    imp.add_argument(
+        "--include-forgotten",
+        action="store_true",
+        help="jsonl: restore also what `tiermem forget` forgot here since the backup was made (left out otherwise), "
+        "and take it out of the forget record",
+    )
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
     _common(exp, agent=False)

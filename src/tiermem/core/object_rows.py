@@ -201,8 +201,10 @@ def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) 
     else:
         have = {v for s in segments.listed_segments(bucket, block_id) for v in range(s.first, s.last + 1)}
         below = None
+    sealed = head.sealed if head is not None else 0  # versions at or below it lacking: ``between``, not here
     new = sorted(
-        (v for v in versions if v.version not in have and (below is None or v.version < below)), key=lambda v: v.version
+        (v for v in versions if v.version not in have and v.version > sealed and (below is None or v.version < below)),
+        key=lambda v: v.version,
     )
     if not new:
         return 0
@@ -229,6 +231,31 @@ def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) 
             head_json,
         )
     return len(new)
+
+
+def between(bucket: Bucket, rows: Sequence[CoreRow]) -> dict[str, list[BlockVersion]]:
+    """The history rows of blocks stored here whose version the block's sealed history lacks, below its newest
+    sealed version (forgotten here): a segment cannot hold them (the head's chain never reads it); the caller
+    stores the history afresh with them (``ObjectCore.restore_versions``)."""
+    by_block: dict[str, list[BlockVersion]] = defaultdict(list)
+    history: Sequence[Mapping[str, Any]] = rows  # block_history rows
+    for r in history:
+        by_block[str(r["block_id"])].append(version_from_row(r))
+    out: dict[str, list[BlockVersion]] = {}
+    for block_id, versions in by_block.items():
+        stored = bucket.get(head_path(block_id))
+        if stored is None:
+            continue
+        head = _head(bucket, stored.data)
+        below = [v for v in versions if v.version <= head.sealed]
+        if not below:
+            continue
+        # the entries themselves: a segment a forget wrote is named 1..current and holds the versions kept
+        have = {e.version for e in segments.entries(bucket, head, 1, head.block.version)}
+        lacking = [v for v in below if v.version not in have]
+        if lacking:
+            out[block_id] = lacking
+    return out
 
 
 def move_old_requests(bucket: Bucket) -> int:

@@ -27,8 +27,8 @@ from typing import TypeVar
 
 from ..base.errors import NotFoundError, StoreError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
+from . import forget_record, object_rows
 from . import object_history as segments
-from . import object_rows
 from .bucket import Bucket
 from .history import checkpoint, encode, replay, rewrite
 from .lease import AGENT_NAMES_LEASE, AGENT_NAMES_SECONDS, LABELS_SECONDS, Lease, labels_lease
@@ -437,6 +437,29 @@ class ObjectCore:
         segments gone and gets "try again" (the next read takes the new head); an edit that read the old head
         loses the PUT race (412), re-reads and edits the new one."""
         wanted = {int(v) for v in versions}
+
+        def without(stored: list[BlockVersion], top: int) -> list[BlockVersion]:
+            return [v for v in stored if v.version == top or v.version not in wanted]
+
+        return self._rewrite_history(block_id, without, "forgotten")
+
+    def restore_versions(self, block_id: str, versions: Sequence[BlockVersion]) -> int:
+        """Put past ``versions`` the history lacks back among the versions it holds (a restore of what was forgotten:
+        ``tiermem import --include-forgotten``), stored afresh as ``forget_versions`` stores them."""
+
+        def added(stored: list[BlockVersion], top: int) -> list[BlockVersion]:
+            have = {v.version for v in stored}
+            new = [v for v in versions if v.version < top and v.version not in have]
+            return sorted([*stored, *new], key=lambda v: v.version)
+
+        return self._rewrite_history(block_id, added, "restored")
+
+    def _rewrite_history(
+        self, block_id: str, change: Callable[[list[BlockVersion], int], list[BlockVersion]], what: str
+    ) -> int:
+        """The history ``change`` makes of the stored one (given the current version), stored afresh in one segment
+        ``1..<current>`` under a head sealing it (one conditional PUT), the objects the old head used deleted once
+        it landed; returns how many versions were removed or added."""
         for _ in range(8):
             found = self._head(block_id)
             if found is None:
@@ -444,11 +467,12 @@ class ObjectCore:
             head, etag = found
             top = head.block.version
             listed = [*segments.listed_segments(self.bucket, block_id), *segments.listed_bases(self.bucket, block_id)]
-            stored = segments.entries(self.bucket, head, 1, top)
-            gone = {e.version for e in stored} & (wanted - {top})
-            if not gone:
+            stored = list(replay(segments.entries(self.bucket, head, 1, top)))
+            versions = change(stored, top)
+            moved = len({v.version for v in stored} ^ {v.version for v in versions})
+            if not moved:
                 return 0
-            kept = rewrite(v for v in replay(stored) if v.version not in gone)
+            kept = rewrite(versions)
             path = segment_path(block_id, 1, top)
             self.bucket.put(
                 path, segment_json(block_id, tuple(kept))
@@ -460,16 +484,15 @@ class ObjectCore:
             landed = self.bucket.replace(head_path(block_id), head_json(new), etag)
             if landed is None:
                 self.cache.forget(head_path(block_id))
-                continue  # another writer won: read its head and forget again
+                continue  # another writer won: read its head and change it again
             self.cache.remember(head_path(block_id), landed, new)
             keep = {path, value_path(block_id, top)}
             for item in listed:
                 if item.path not in keep:
                     self.bucket.delete(item.path)
-            return len(gone)
+            return moved
         raise StoreError(
-            f"Block {block_id} kept changing while its history was being forgotten; nothing of it was "
-            "forgotten. Try again."
+            f"Block {block_id} kept changing while its history was being {what}; nothing of it was {what}. Try again."
         )
 
     def forget_requests(self, text: str, *, agent_id: str | None) -> int:
@@ -486,6 +509,15 @@ class ObjectCore:
                 self.bucket.delete(item.path)
                 done += 1
         return done
+
+    def record_forgotten(self, keys: Collection[str]) -> int:
+        return forget_record.object_record(self.bucket, keys)
+
+    def forgotten_keys(self) -> set[str]:
+        return forget_record.object_keys(self.bucket)
+
+    def unrecord_forgotten(self, keys: Collection[str]) -> int:
+        return forget_record.object_remove(self.bucket, keys)
 
     def purge(self) -> dict[str, int]:
         """Objects are deleted, not left behind: a forget deletes what its block's old head used at once, an agent's
@@ -617,7 +649,11 @@ class ObjectCore:
 
     def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
         try:
-            return object_rows.merge_rows(self.bucket, table, rows)
+            done = object_rows.merge_rows(self.bucket, table, rows)
+            if table == "block_history":  # past versions a history lacks between those it holds (forgotten here)
+                for block_id, versions in object_rows.between(self.bucket, rows).items():
+                    done += self.restore_versions(block_id, versions)
+            return done
         finally:
             self.cache.forget_all()
 

@@ -108,6 +108,17 @@ class CoreStore(Protocol):
         reach (or tell about) another agent's records."""
         ...
 
+    # the forget record (``core/forget_record.py``): keys of what was forgotten (digests, never text), so a restore
+    # of an older backup leaves it out
+    def record_forgotten(self, keys: Collection[str]) -> int:
+        """Add ``keys`` to the forget record (one commit); returns how many."""
+        ...
+
+    def forgotten_keys(self) -> set[str]: ...
+    def unrecord_forgotten(self, keys: Collection[str]) -> int:
+        """Take ``keys`` out of the forget record (a restore asked to bring them back); returns how many."""
+        ...
+
     def purge(self) -> dict[str, int]:
         """Remove from the storage what deletions left behind, now (SQLite: ``VACUUM`` and the WAL truncated;
         object storage: history objects no chain uses, the grace period aside). What it did, by name."""

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from ..base.errors import NotFoundError, StoreError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
+from . import forget_record
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
 from .rows import (
@@ -455,6 +456,18 @@ class SqliteCore:
             args += [agent_id, len(prefix), prefix]
         with self._tx() as conn:
             return int(conn.execute(sql, args).rowcount)
+
+    def record_forgotten(self, keys: Collection[str]) -> int:
+        with self._tx() as conn:
+            return forget_record.sqlite_record(conn, keys)
+
+    def forgotten_keys(self) -> set[str]:
+        with self._reading() as conn:
+            return forget_record.sqlite_keys(conn)
+
+    def unrecord_forgotten(self, keys: Collection[str]) -> int:
+        with self._tx() as conn:
+            return forget_record.sqlite_remove(conn, keys)
 
     def purge(self) -> dict[str, int]:
         """Leave no deleted bytes in the files: ``VACUUM`` writes the database afresh (free pages, and the free space

@@ -14,6 +14,8 @@ What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
   anything was forgotten.
 - idempotency records whose stored result holds a forgotten text are deleted: the agent's own, or every agent's for
   a whole-store forget (no agent given).
+- the forget record (``forget_record.py``): a key (a digest, no text) per passage row, message, block version and
+  agent forgotten whole, written before it is deleted, so a restore of an older backup leaves it out.
 - use records (``uses.py``): a forgotten passage's, message's or agent's are deleted, from this process's batch and
   from ``uses.sqlite3`` (overwritten on disk, its log truncated).
 
@@ -40,9 +42,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
-from ..base.records import Agent, Block, BlockVersion, from_us
+from ..base.records import Agent, Block, BlockVersion, from_us, to_us
 from ..base.rejoin import held
 from ..store import Filter
+from . import forget_record
 from .archive import context_of, passes_on, shape_message
 from .blocks import Rethink
 
@@ -222,6 +225,7 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
         _block(memory, done, agent_id, _ref(target, "block label"), target.versions)
     elif target.kind == "agent":
         agent = memory.core.get_agent(agent_id)
+        memory.core.record_forgotten([forget_record.agent_key(agent.id, to_us(agent.created_at))])  # restores skip it
         done.texts += [b.value for b in memory.blocks(agent_id) if b.value][:SHOWN_TEXTS]
         deleted = memory.delete_agent(agent_id, purge=False)  # purged below; its rows marked for the store's purge
         done.agents.append(agent.name)
@@ -283,6 +287,8 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
     done.texts += [r["content"] for r in found][:SHOWN_TEXTS]
     groups = tuple({r["group_id"] for r in found if r.get("group_id")})
     done.passage_ids += [r["id"] for r in found] + list(groups)
+    chunks = rows.rows_where("passages", Filter(group_ids=groups)) if groups else []  # recorded first: restores skip
+    memory.core.record_forgotten(forget_record.row_keys("passage", [*found, *chunks]))
     done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
     memory.uses.forget([r["id"] for r in found], groups=groups)  # and how it was used
     if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
@@ -332,6 +338,7 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
         for key in conversations
     }
     if gone:
+        memory.core.record_forgotten(forget_record.row_keys("message", found))  # recorded first: restores skip them
         done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
         memory.uses.forget(gone)
     needles = [c for c in contents if c] + ([text] if text else [])
@@ -410,6 +417,7 @@ def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[
     if not gone:
         return
     done.texts += _spans(gone, [v for v in history if v.version not in wanted])[:SHOWN_TEXTS]
+    memory.core.record_forgotten([forget_record.version_key(v.block_id, v.version, to_us(v.created_at)) for v in gone])
     done.versions += memory.core.forget_versions(block.id, wanted)
     for t in done.texts[-SHOWN_TEXTS:]:
         done.requests += memory.core.forget_requests(t, agent_id=agent_id)

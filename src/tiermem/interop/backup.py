@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from dataclasses import replace as replaced
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -30,7 +31,7 @@ from ..base.errors import ValidationError
 from ..core.rows import rows_of
 from ..core.uses import KINDS as USE_KINDS
 from ..core.uses import Use
-from ..domain import filesystem
+from ..domain import filesystem, forget_record
 from . import backup_plan
 from .links_io import exported_links, read_links, restore_links
 from .progress import Progress
@@ -330,14 +331,24 @@ def _check_complete(path: Path, end: tuple[int, Any] | None, found: dict[str, in
 
 
 def import_backup(
-    memory: Memory, path: Path, notes: list[str] | None = None, *, replace: bool = False
+    memory: Memory,
+    path: Path,
+    notes: list[str] | None = None,
+    *,
+    replace: bool = False,
+    include_forgotten: bool = False,
 ) -> dict[str, int]:
     """Restore a backup (``export --format jsonl``) as it was saved; with ``notes``, a note when it holds credentials
     (a restore keeps what was saved: ``tiermem doctor --secrets --redact --yes`` removes them), or when it is of an
     older format whose completeness cannot be checked. An agent the store holds too is replaced when untouched (or
-    with ``replace``), and refused when changed differently (``backup_plan``)."""
+    with ``replace``), and refused when changed differently (``backup_plan``). What was forgotten here is left out
+    (``forget_record``), unless ``include_forgotten``: then restored, and taken out of the forget record."""
     archive = memory.archive
-    backup = read_backup(memory, path)
+    backup = whole = read_backup(memory, path)
+    record = memory.core.forgotten_keys()
+    if not include_forgotten:  # the backup as if it had been made after the forgets
+        left = forget_record.left_out(backup.rows, record)
+        backup = replaced(backup, rows=left.rows, **forget_record.of_the_rest(left, backup.links, backup.uses))
     rows = backup.rows
     if notes is not None:
         notes += backup.notes + _credentials_note(memory, rows)
@@ -354,6 +365,10 @@ def import_backup(
         notes += backup_plan.replaced_note(cleared) + backup_plan.kept_note(memory, rows, kept)
         notes += backup_plan.merged_note(rows, plan.merged) + backup_plan.restored_note(memory, rows, plan.earlier)
     rows = _without(rows, kept)  # nothing of an agent kept as it is: no row it lacks comes back
+    # what is left out (of every agent: a kept one's too), or restored (not a kept agent's: nothing of it is written)
+    forgotten = forget_record.left_out(_without(whole.rows, kept) if include_forgotten else whole.rows, record)
+    if notes is not None:
+        notes += forget_record.note(forgotten, included=include_forgotten)
     links = {a: found for a, found in links.items() if a not in kept}
     uses = [u for u in backup.uses if u.agent_id not in kept]
     name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")
@@ -397,6 +412,8 @@ def import_backup(
             "this data directory has its own folder of a name the backup's has (kept as it is): "
             + ", ".join(f"the backup's {old!r} was restored as {new!r}" for old, new in renamed.values())
         )
+    if include_forgotten and forgotten.keys:  # only what was restored (not that of an agent kept as it is)
+        memory.core.unrecord_forgotten(forgotten.keys)
     inserted["uses"] = memory.uses.restore(uses)  # after the rows; the later record wins (``UseStore.restore``)
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)

@@ -31,9 +31,9 @@ Every other agent both hold (one id) is, by what the store holds of it:
 
 - untouched here: replaced, as above (the ``default`` agent of a new machine, whose id is the same in every store);
 - an earlier state of the backup's (``earlier``): brought up to it, the rows it lacks restored. A restore cannot
-  tell a row added where the backup was made from one forgotten or deleted here: an agent that was only forgotten
-  from (nothing added or edited here) is such an earlier state, and its forgotten rows come back; a note counts the
-  rows each such agent gets back (forget them again);
+  tell a row added where the backup was made from one deleted here: an agent that was only deleted from (nothing
+  added or edited here) is such an earlier state, and its deleted rows come back (what ``tiermem forget`` forgot
+  is left out before the plan: ``domain/forget_record.py``); a note counts the rows each such agent gets back;
 - made apart from the backup's (``merged``: created at another moment, such as the ``default`` agent of two
   machines that both used it): the backup's rows it lacks are added beside its own, with a note;
 - taken further here (``kept``: created at the same moment, and something of it here is not in the backup: a block
@@ -241,7 +241,7 @@ def restored_note(memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]
     lacking = {agent_id: n for agent_id in ids if (n := _lacking(memory, rows, agent_id, core))}
     return [
         f"{n} row(s) of agent {_names(rows, [agent_id])} that this data directory did not hold were restored "
-        "(added where the backup was made, or forgotten or deleted here since: if you forgot them, forget them again)"
+        "(added where the backup was made, or deleted here since; what `tiermem forget` forgot here is left out)"
         for agent_id, n in lacking.items()
     ]
 

@@ -38,12 +38,21 @@ def detect(path: Path) -> str:
 
 
 def run_import(
-    memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool
+    memory: Memory,
+    path: Path,
+    *,
+    fmt: str,
+    agent: str,
+    rename: str | None,
+    replace: bool,
+    include_forgotten: bool = False,
 ) -> dict[str, Any]:
     """Import ``path`` (``fmt``, or detected). A store failure partway is reported as one: the steps before it wrote
     what they wrote, and every format's import is safe to run again (it skips what is already there)."""
     try:
-        return _run_import(memory, path, fmt=fmt, agent=agent, rename=rename, replace=replace)
+        return _run_import(
+            memory, path, fmt=fmt, agent=agent, rename=rename, replace=replace, include_forgotten=include_forgotten
+        )
     except StoreError as exc:
         step = _NOTHING.sub(lambda m: f"{'T' if m.group(1) == 'N' else 't'}his step wrote nothing", str(exc))
         raise type(exc)(
@@ -53,9 +62,13 @@ def run_import(
 
 
 def _run_import(
-    memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool
+    memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool, include_forgotten: bool
 ) -> dict[str, Any]:
     kind = detect(path) if fmt == "auto" else fmt
+    if include_forgotten and kind != "jsonl":
+        raise ValidationError(
+            "--include-forgotten applies to tiermem backups (jsonl) only; nothing was imported. Leave it out."
+        )
     if kind == "af":
         data, digest = agentfile.load_json(path)
         plans = agentfile.plan_agent_file(data)
@@ -66,7 +79,7 @@ def _run_import(
         raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")
     if kind == "jsonl":
         notes: list[str] = []
-        restored = backup.import_backup(memory, path, notes, replace=replace)
+        restored = backup.import_backup(memory, path, notes, replace=replace, include_forgotten=include_forgotten)
         return {"format": "jsonl", "inserted": restored, "notes": notes}
     if kind == "memfs":  # every file screened before the agent is made (with no default blocks) or anything written
         return memfs.import_memfs(memory, agent, path)

@@ -1,0 +1,148 @@
+"""What was forgotten, kept so that a backup made before the forget does not bring it back.
+
+Every forget (``forgetting.forget``: the CLI, the inspector) adds to the core's forget record
+(``CoreStore.record_forgotten``), before it deletes anything, one key per thing it removes: each passage row
+(every chunk of an insert), each message, each block version, and an agent forgotten whole (its rows are its
+own). A key is the SHA-256 of the thing's kind, id and the moment it was made (``created_us``): the record holds
+no text, and a thing made again with the same id (the ``default`` agent, made with the same id on every machine;
+a block of its) at another moment is not taken for the forgotten one.
+
+A restore of a backup (``interop/backup.py``) leaves out what the record names (``left_out``): those rows, and an
+agent forgotten whole with everything of its own; a block whose value in the backup is a forgotten version is
+restored at its newest version the backup holds that is not forgotten (left out, with its attachments, if none is).
+``--include-forgotten`` restores them and takes their keys out of the record. Deletions (``archival_memory_delete``,
+``agents delete``) are not recorded: a restore brings back what was deleted, as a backup is for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.uses import Use
+
+
+def key(kind: str, ident: str, created_us: int) -> str:
+    return hashlib.sha256(f"{kind}\x1f{ident}\x1f{int(created_us)}".encode()).hexdigest()
+
+
+def row_keys(kind: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The keys of passage or message rows (``kind``: "passage" or "message")."""
+    return [key(kind, str(r["id"]), int(r["created_us"])) for r in rows]
+
+
+def version_key(block_id: str, version: int, created_us: int) -> str:
+    return key("version", f"{block_id}:{int(version)}", created_us)
+
+
+def agent_key(agent_id: str, created_us: int) -> str:
+    return key("agent", agent_id, created_us)
+
+
+@dataclass
+class Left:
+    """What a restore leaves out of a backup because it was forgotten here: ``rows`` is the backup without it."""
+
+    rows: dict[str, list[dict[str, Any]]]
+    agents: list[str] = field(default_factory=list)  # names of the agents forgotten whole
+    counts: dict[str, int] = field(default_factory=dict)  # passages, messages, block versions (of other agents)
+    keys: set[str] = field(default_factory=set)  # the record's keys the backup holds
+    gone: set[str] = field(default_factory=set)  # ids of the messages, passages and blocks left out
+
+    def anything(self) -> bool:
+        return bool(self.keys)
+
+
+def left_out(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> Left:
+    """The backup's ``rows`` without what ``record`` (the core's forget record) names; see the module's docstring."""
+    out = {t: list(found) for t, found in rows.items()}
+    if not record:
+        return Left(out)
+    left = Left(out)
+    agents = {str(r["id"]) for r in rows["agents"] if agent_key(str(r["id"]), int(r["created_us"])) in record}
+    if agents:
+        left.keys |= {agent_key(str(r["id"]), int(r["created_us"])) for r in rows["agents"] if str(r["id"]) in agents}
+        left.agents = sorted(str(r["name"]) for r in rows["agents"] if str(r["id"]) in agents)
+        _without_agents(out, agents, left)
+    for table, kind in (("passages", "passage"), ("messages", "message")):
+        keys = row_keys(kind, out[table])
+        dropped = {str(r["id"]) for r, k in zip(out[table], keys, strict=True) if k in record}
+        left.keys |= {k for k in keys if k in record}
+        left.gone |= dropped
+        left.counts[table] = len(dropped)
+        out[table] = [r for r in out[table] if str(r["id"]) not in dropped]
+    history = [
+        (r, version_key(str(r["block_id"]), int(r["version"]), int(r["created_us"]))) for r in out["block_history"]
+    ]
+    forgotten = {str(r["key"]) for r, k in history if k in record}
+    left.keys |= {k for _r, k in history if k in record}
+    left.counts["block versions"] = len(forgotten)
+    out["block_history"] = [r for r, _k in history if str(r["key"]) not in forgotten]
+    if forgotten:
+        _roll_back_blocks(out, forgotten, left)
+    return left
+
+
+def _without_agents(out: dict[str, list[dict[str, Any]]], agents: set[str], left: Left) -> None:
+    """``out`` without everything of ``agents``: their messages, passages, conversation states and attachments, and
+    the blocks attached to none of the backup's other agents, with their history."""
+    others = {str(r["block_id"]) for r in out["attachments"] if str(r["agent_id"]) not in agents}
+    theirs = {str(r["block_id"]) for r in out["attachments"] if str(r["agent_id"]) in agents} - others
+    for table in ("messages", "passages"):
+        left.gone |= {str(r["id"]) for r in out[table] if str(r["agent_id"]) in agents}
+    left.gone |= theirs
+    for table in ("messages", "passages", "conversations", "attachments"):
+        out[table] = [r for r in out[table] if str(r["agent_id"]) not in agents]
+    out["blocks"] = [r for r in out["blocks"] if str(r["id"]) not in theirs]
+    out["block_history"] = [r for r in out["block_history"] if str(r["block_id"]) not in theirs]
+    out["agents"] = [r for r in out["agents"] if str(r["id"]) not in agents]
+
+
+def _roll_back_blocks(out: dict[str, list[dict[str, Any]]], forgotten: set[str], left: Left) -> None:
+    """A block whose value is a forgotten version: at its newest version kept (the history rows left), or left out
+    with its attachments when every version the backup holds of it is forgotten."""
+    newest: dict[str, dict[str, Any]] = {}
+    for r in out["block_history"]:
+        if str(r["block_id"]) not in newest or int(r["version"]) > int(newest[str(r["block_id"])]["version"]):
+            newest[str(r["block_id"])] = r
+    blocks, dropped = [], set()
+    for b in out["blocks"]:
+        if f"{b['id']}:{b['version']}" not in forgotten:
+            blocks.append(b)
+        elif (v := newest.get(str(b["id"]))) is not None:
+            fields = ("label", "value", "limit", "description", "read_only", "version")
+            blocks.append({**b, **{f: v[f] for f in fields}, "updated_us": v["created_us"]})
+        else:
+            dropped.add(str(b["id"]))
+    out["blocks"] = blocks
+    out["attachments"] = [r for r in out["attachments"] if str(r["block_id"]) not in dropped]
+    left.gone |= dropped
+
+
+def of_the_rest(left: Left, links: list[Any], uses: list[Use]) -> dict[str, Any]:
+    """The backup's ``links`` (as read: checked later) and ``uses``, but those of what ``left`` leaves out."""
+    gone, agents = left.gone, {str(r["id"]) for r in left.rows["agents"]}
+    kept = [x for x in links if not (isinstance(x, dict) and (x.get("a") in gone or x.get("b") in gone))]
+    return {"links": kept, "uses": [u for u in uses if u.id not in gone and u.agent_id in agents]}
+
+
+def note(left: Left, *, included: bool) -> list[str]:
+    """What a restore said of the forgotten things the backup holds: left out (how to have them), or restored."""
+    if not left.anything():
+        return []
+    names = {"passages": "passage row(s)", "messages": "message(s)", "block versions": "block version(s)"}
+    parts = [f"{n} {names[what]}" for what, n in left.counts.items() if n]
+    if left.agents:
+        parts.append(f"agent(s) {', '.join(repr(a) for a in left.agents)} (forgotten whole, with all of theirs)")
+    what = ", ".join(parts)
+    if included:
+        return [
+            f"--include-forgotten: restored what was forgotten here: {what}; taken out of the forget record (a later "
+            "restore brings it back too; forget it again to forget it)"
+        ]
+    return [
+        f"left out what was forgotten here (`tiermem forget`): {what}. To restore it too, run the import again with "
+        "--include-forgotten"
+    ]

@@ -53,7 +53,8 @@ MODULE_LAYER = {
     "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.periods": 2,  # the timeline's calendar: days, ISO weeks and months by their keys
     "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)
-    "domain.secret_shapes": 2,  # the credential shapes that are not tokens (passphrases, cards, hashes), under secrets
+    "domain.secret_shapes": 2,  # the credential shapes that are not tokens (passphrases, hashes), under secrets
+    "domain.secret_numbers": 2,  # numbers that are credentials (payment cards, SSNs), under secrets
     "domain.secret_joins": 2,  # a vendor's token pasted in pieces (wrapped, split by a space), under secrets
     "domain.search.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.search.pool": 3,  # which candidates a search ranks (over the ranking and the sittings' ranks)

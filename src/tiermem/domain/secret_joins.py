@@ -1,12 +1,16 @@
 """A token pasted in pieces: a vendor's key wrapped at a terminal's or an editor's width, or split by a space
-("sk-ant-api03-Hq7L...\\n4Nc7..."), is one credential. ``breaks`` finds the line breaks and spaces inside such a token
-after its vendor's prefix; ``secrets.find`` scans the text without them too, and places what it finds across one back
-on the text (its span takes the break).
+("sk-ant-api03-Hq7L...\\n4Nc7..."), is one credential. ``pieces`` finds the line breaks and spaces inside such a token
+after its vendor's prefix, and the token's span; ``secrets.find`` scans the text without them too, and places what
+its detectors find inside such a token across a break back on the text (its span takes the break).
 
-A break is inside a token when the token before it is shorter than its vendor's format (``_LENGTHS``: a GitHub token
-has 36 characters after ``ghp_``) and the piece after it is a key's (letters and digits, or a capital inside it), or,
-for a format of no fixed length, when the piece after it looks random (upper and lower case letters and digits,
-``_RANDOM_PIECE`` characters or more): a word after a key ("ghp_... thanks", "xoxb-... 2024") is the sentence's. Each pattern reads a run once (possessive runs, disjoint classes).
+Breaks are inside a token of a fixed length (``_LENGTHS``: a GitHub token has 36 characters after ``ghp_``) when the
+pieces after it make it exactly that long ("ghp_abc123 GitHub2 Actions3 ..." is prose). For a format of no fixed
+length a piece is the key's when it looks random: no name made of words ("s3BucketName", "iPhone15Pro",
+``_worded``), letters and digits or a capital inside it, and either the rest of its line (a wrapped key fills its
+lines) or ``_RANDOM_PIECE`` characters of upper and lower case letters and digits. Never a bare prefix in prose
+("xoxb- tokens"), nor a piece a name is given to ("Auth0Domain=...", "  s3BucketName: reports": the next setting):
+a word after a key ("ghp_... thanks", "xoxb-... 2024") is the sentence's. Each pattern reads a run once (possessive
+runs, disjoint classes).
 """
 
 from __future__ import annotations
@@ -51,17 +55,33 @@ _TOKEN = r"[A-Za-z0-9_\-]"
 _BODY = re.compile(_TOKEN + r"*+")
 # a line break with the indentation around it, or a space or two
 _BREAK = re.compile(r"[ \t]*+\r?\n[ \t]*+|[ \t]{1,2}+(?=" + _TOKEN + r")")
-_RANDOM_PIECE = 8
+# what ends a line after a piece: the piece is the rest of its line (a wrapped key fills each line it is on)
+_LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
+# a name given a value after a piece ("Auth0Domain=acme", "  s3BucketName: reports"): the next line is a new setting
+_NAMED = re.compile(r"[ \t]*+[:=]")
+# a piece of a key of no fixed length in the middle of a line: this long, upper and lower case letters and digits
+_RANDOM_PIECE = 12
 _MAX_PIECES = 8  # a key of 200 characters wrapped at 30 columns
+# the parts of a word written in camel case ("s3BucketName": s, 3, Bucket, Name; "GPT4Turbo": GPT, 4, Turbo)
+_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_WORD_PART_LENGTH = 2.5  # characters a part on average, at least, in a word's name (about 2 in a random string)
+_LONG = 16  # a piece this long is a name only with no lone lower-case letter among its parts ("S2" "a" "B" "x9")
+_ACRONYM = 5  # capitals in a row a name has at most ("GPT", "HTTP", "JSON")
 
 
-def _random(piece: str) -> bool:
-    """A piece of a key of no fixed length: ``_RANDOM_PIECE`` characters or more, upper and lower case and digits."""
+def _worded(piece: str) -> bool:
+    """A piece shaped as a name made of words ("s3BucketName", "Auth0Domain", "iPhone15Pro", "GPT4Turbo"): parts of
+    ``_WORD_PART_LENGTH`` characters or more on average, at most one lone lower-case letter among them (none from
+    ``_LONG`` characters on) and no long run of capitals. A random string's parts are shorter (a capital, a lone
+    lower-case letter, a digit), so it is rarely taken for one (1 in 50 of 16 characters, 1 in 150 of 24)."""
+    parts = _PART.findall(piece)
+    if not parts:
+        return False
+    lone = sum(1 for p in parts if p[-1].islower() and sum(c.islower() for c in p) < 2)
     return (
-        len(piece) >= _RANDOM_PIECE
-        and any(c.isdigit() for c in piece)
-        and any(c.isupper() for c in piece)
-        and any(c.islower() for c in piece)
+        len(piece) / len(parts) >= _WORD_PART_LENGTH
+        and lone <= (1 if len(piece) < _LONG else 0)
+        and not any(p.isupper() and len(p) > _ACRONYM for p in parts)
     )
 
 
@@ -73,37 +93,80 @@ def _token_like(piece: str) -> bool:
     )
 
 
-def breaks(text: str) -> list[tuple[int, int]]:
-    """The spans of the line breaks and spaces inside a vendor's token in ``text``, in order (text holding no
-    vendor's prefix, most text, is passed by a str search for each: cheaper than the pattern's scan)."""
-    out: list[tuple[int, int]] = []
+def _random(piece: str, *, line_end: bool) -> bool:
+    """A piece of a key of no fixed length: no name made of words (``_worded``), and the rest of its line with
+    letters and digits or a capital inside (a wrapped key's tail, "dD5x"), or else ``_RANDOM_PIECE`` characters or
+    more of upper and lower case letters and digits (a key split by a space in a sentence)."""
+    if _worded(piece) or not _token_like(piece):
+        return False
+    if line_end:
+        return True
+    return (
+        len(piece) >= _RANDOM_PIECE
+        and any(c.isdigit() for c in piece)
+        and any(c.isupper() for c in piece)
+        and any(c.islower() for c in piece)
+    )
+
+
+def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The breaks inside vendors' tokens in ``text`` and the spans of the tokens holding them, each in order."""
+    gaps: list[tuple[int, int]] = []
+    tokens: list[tuple[int, int]] = []
     if not any(prefix in text for prefix in _LENGTHS):
-        return out
+        return gaps, tokens
     for m in _PREFIX.finditer(text):
         full = _LENGTHS[m.group(1)]
         at = m.end()
         body = _BODY.match(text, at)
         length, at = (body.end() - at, body.end()) if body else (0, at)
+        found: list[tuple[int, int]] = []
         for _ in range(_MAX_PIECES):
             gap = _BREAK.match(text, at)
             if gap is None or gap.end() == gap.start():
                 break
+            bare = length == 0  # a prefix named in prose ("xoxb- Sales2024Q3 channel") but for a key wrapped after it
+            if bare and "\n" not in text[gap.start() : gap.end()]:
+                break
             piece = _BODY.match(text, gap.end())
             if piece is None or piece.end() == gap.end() or _PREFIX.match(text, gap.end()):
                 break  # nothing after the break, or another token
-            if not (length < full and _token_like(piece.group()) if full else _random(piece.group())):
+            if _NAMED.match(text, piece.end()):
+                break  # a setting's name ("Auth0Domain=...", "s3BucketName: reports"): the next line's own
+            size = piece.end() - gap.end()
+            if full:
+                if length + size > full:  # longer than the format: a word after the key, or the pieces were prose
+                    found = found if not _token_like(piece.group()) else []  # "ghp_abc123 GitHub2 Actions3 ... X64"
+                    break
+                if not (_token_like(piece.group()) or length + size == full):  # "...\nthanks"; "...\nXQAA" ends it
+                    break
+            elif not _random(piece.group(), line_end=not bare and _LINE_END.match(text, piece.end()) is not None):
                 break
-            out.append((gap.start(), gap.end()))
-            length += piece.end() - gap.end()
+            found.append((gap.start(), gap.end()))
+            length += size
             at = piece.end()
-    return out
+            if full and length == full:
+                break
+        if found:
+            gaps += found
+            tokens.append((m.start(), at))
+    return gaps, tokens
 
 
-def kept(text: str) -> list[int] | None:
-    """The positions of ``text``'s characters but for the breaks inside a vendor's token; None when it has none."""
-    gaps = breaks(text)
-    if not gaps:
-        return None
+def pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The spans of the line breaks and spaces inside vendors' tokens in ``text``, and of the tokens holding them
+    (their prefix to their last piece's end), each in order (text holding no vendor's prefix, most text, is passed
+    by a str search for each: cheaper than the pattern's scan)."""
+    return _pieces(text)
+
+
+def breaks(text: str) -> list[tuple[int, int]]:
+    """The spans of the line breaks and spaces inside a vendor's token in ``text``, in order."""
+    return _pieces(text)[0]
+
+
+def kept(text: str, gaps: list[tuple[int, int]]) -> list[int]:
+    """The positions of ``text``'s characters but for ``gaps``, the breaks inside vendors' tokens (``pieces``)."""
     dropped = {i for start, end in gaps for i in range(start, end)}
     return [i for i in range(len(text)) if i not in dropped]
 
@@ -111,3 +174,9 @@ def kept(text: str) -> list[int] | None:
 def joined(kept: list[int], start: int, end: int) -> bool:
     """Whether the span ``start:end`` of the text takes a break inside it (a position ``kept`` leaves out)."""
     return bisect.bisect_left(kept, end) - bisect.bisect_left(kept, start) < end - start
+
+
+def within(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether the span ``start:end`` lies inside one of ``spans`` (the joined tokens, in order)."""
+    at = bisect.bisect_right([s for s, _ in spans], start) - 1
+    return at >= 0 and end <= spans[at][1]

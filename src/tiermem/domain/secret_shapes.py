@@ -1,6 +1,7 @@
 """Credential shapes that are not tokens: a passphrase of several words said after "the password is", a password
-said in another language, payment card and US social security numbers, and password hashes (``htpasswd`` lines,
-``crypt(3)`` and bcrypt). Each is a pattern and a check here; ``secrets`` runs them with its other detectors.
+said in another language, and password hashes (``htpasswd`` lines, ``crypt(3)`` and bcrypt); payment card and US
+social security numbers are ``secret_numbers``'s. Each is a pattern and a check here; ``secrets`` runs them with its
+other detectors.
 
 Every pattern takes each step one way only (disjoint character classes, bounded repeats): a run of the cue, of
 digits or of punctuation is read in one pass (``tests/test_secrets_more.py`` reads 200 KB of each).
@@ -84,19 +85,36 @@ _SAID_OF_A_PASSWORD = frozenset(
 # a word ending as a participle or an adverb does ("-eed" is a word's own ending: "speed")
 _PARTICIPLE = re.compile(r"\w{3,}(?<![eE])(?:ed|ED)$|\w{3,}(?:ly|LY)$")
 _SHORT_RUN = 3
+# A run starting with a word shaped as a participle or an adverb ("-ed", "-en", "-ly": "invalidated", "overwritten",
+# "instantly") that goes on with a word telling where or when it is done is a description too ("is invalidated server
+# side", "is propagated cluster wide", "is compared byte wise", "is overwritten immediately afterwards")
+_DONE_SHAPE = re.compile(r"\w{3,}(?<![eE])(?:ed|ED)$|\w{3,}(?:en|EN|ly|LY)$")
+_WHERE_OR_WHEN = frozenset(
+    "server client side sides wide wise immediately afterwards afterward beforehand later earlier first last forever"
+    " instantly automatically again elsewhere upstream downstream inline offline online runtime onsite".split()
+)
+# A first word telling to go and ask for it ("the password is ask Dave", "is: check Slack", "see Bitwarden"): a
+# pointer to a password, not one
+_POINTER = frozenset(
+    "ask check see use look find contact call email ping message dm consult refer request get grab read".split()
+)
 
 
 def said_passphrase(value: str) -> bool:
     """A passphrase said after "the password is": two to eight words, none of them one that says something about a
     password (``_NOT_PASSPHRASE``), the first no gerund nor irregular participle ("is kept offline"), no predicate
-    said of a password (``_SAID_OF_A_PASSWORD``: "is changed weekly", "is stored encrypted"), and no two words one
-    of them a participle or an adverb ("is Bitwarden managed")."""
+    said of a password (``_SAID_OF_A_PASSWORD``: "is changed weekly", "is stored encrypted"), no pointer to one
+    ("is ask Dave", ``_POINTER``), no participle or adverb first with a word saying where or when after it ("is
+    invalidated server side", ``_WHERE_OR_WHEN``), and no two words one of them a participle or an adverb ("is
+    Bitwarden managed")."""
     words = value.split()
     lowered = [w.lower() for w in words]
     return (
         PASSPHRASE_WORDS[0] <= len(words) <= PASSPHRASE_WORDS[1]
         and _PREDICATE.match(words[0]) is None
         and lowered[0] not in _SAID_OF_A_PASSWORD
+        and lowered[0] not in _POINTER
+        and not (_DONE_SHAPE.match(words[0]) and any(w in _WHERE_OR_WHEN for w in lowered[1:]))
         and not (len(words) <= _SHORT_RUN and any(w in _SAID_OF_A_PASSWORD for w in lowered))
         and not (len(words) == 2 and any(_PARTICIPLE.match(w) for w in words))
         and not any(w in _NOT_PASSPHRASE_WORDS for w in lowered)
@@ -116,6 +134,9 @@ _METHODS = frozenset(
 )
 
 
+_LONGEST_METHOD = max(map(len, _METHODS))  # written with a separator between each of its characters at most
+
+
 def names_a_method(value: str) -> bool:
     """A protocol's, an algorithm's or an encoding's name (``_METHODS``): "WPA2", "SHA-256", "OAuth2", "UTF-8", or
     one joined to a word by "-" ("2FA-geschützt", "AES-256-encrypted"), is what protects a password, not one."""
@@ -125,8 +146,11 @@ def names_a_method(value: str) -> bool:
 
     if method(value):
         return True
+    # a method's name is short: only the "-" within its length of the start are tried (each a look at the rest):
+    # linear in the value's length ("Abc-Abc-Abc-..." of 120,000 characters)
+    head = value[: _LONGEST_METHOD * 2]
     return any(
-        method(value[:n]) and value[n + 1 :].replace("-", "").isalpha() for n, ch in enumerate(value) if ch == "-"
+        method(value[:n]) and value[n + 1 :].replace("-", "").isalpha() for n, ch in enumerate(head) if ch == "-"
     )
 
 
@@ -237,126 +261,6 @@ FOREIGN_NEEDLES = (
     "wachtwoord",
 )
 CJK_NEEDLES = ("パスワード", "暗証番号", "密码", "密碼", "口令")
-
-# -- payment card and US social security numbers -------------------------------------------------------------------
-
-# 13 to 19 digits, run together or in the groups cards are printed in (4-4-4-4[-3], Amex's 4-6-5, Diners' 4-6-4),
-# one separator throughout (a space or a dash), standing alone (no digit, dash or letter glued on, no "+" before:
-# a phone number). Ids, order and tracking numbers are runs of digits too, and one in ten of those starting with 4 to
-# 6 passes the issuers' and Luhn's checks: a run (or a grouping cards are not printed in) is a card's number after a
-# word naming one only (``card_cue``); a card's printed grouping (``PRINTED_CARD``) is one without
-PAYMENT_CARD = (  # glued to a Chinese or Japanese word too ("卡号4111...": no spaces in those scripts)
-    r"\d(?<![^\W\u3040-\u30ff\u3400-\u9fff]\d)(?<![+\-.,/]\d)(?:\d{12,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{1,3})?|\d{3}([ -])\d{6}\2\d{4,5})"
-    r"(?![^\W\u3040-\u30ff\u3400-\u9fff]|-|[.,/]\d)"
-)
-PRINTED_CARD = (
-    r"\d(?<![\w+\-.,/]\d)(?:\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
-    r"(?![\w\-]|[.,/]\d)"
-)
-# how far before a number its cue or label is looked for: the characters before it on its line, up to this many
-BEFORE = 60
-# a word naming a card or a payment, then up to three words (none starting with a digit) before the number: "card",
-# "my Visa is", "charge", "credit card number:", "tarjeta", "carte bancaire", "Kreditkartennummer", "カード番号",
-# "信用卡号"
-_BETWEEN = r"(?:[^\w\n]+[^\W\d]\w{0,30}){0,3}[^\w\n]*\Z"
-_CARD_CUE = re.compile(
-    r"(?i:(?<![^\W\d_])(?:cards?|cc|ccn|pan|visa|master\s?card|amex|american\s+express|discover|jcb|diners"
-    r"|maestro|union\s?pay|credit|debit|payments?|pay|paid|charged?|billing|tarjeta|carte|carta|cart[ãa]o|cb"
-    r"|[^\W\d_]*card(?:s|number|nummer|no|nr)?|[^\W\d_]*(?:karte|kaart)[^\W\d_]*)(?![^\W\d_])"
-    + _BETWEEN
-    + r"|(?:カード|卡)\w{0,4}[^\w\n]*\Z)"
-)
-
-
-def card_cue(before: str) -> bool:
-    """Whether the text before a number (up to ``BEFORE`` characters of its line) ends with a word naming a card or
-    a payment and at most three words after it."""
-    return _CARD_CUE.search(before) is not None
-
-
-# what a number printed as a card is (4-4-4-4) is besides, said before it: an order's, a parcel's, an invoice's or a
-# ticket's number ("order number 4111 1111 1111 1111", "Sendungsnummer", "n° de commande"), then up to three words
-_NOT_A_CARD = re.compile(
-    r"(?i:(?<![^\W\d_])(?:orders?|tracking|invoices?|tickets?|booking|reservation|confirmation|shipment|parcel"
-    r"|package|delivery|consignment|waybill|serial|sku|po|ref|reference|case|claim|rma|pedido|factura|env[ií]o"
-    r"|seguimiento|commande|facture|colis|suivi|bestell\w{0,8}|rechnung\w{0,8}|sendung\w{0,8}|auftrag\w{0,8}"
-    r"|ordine|fattura|spedizione|encomenda|fatura|rastreio|bestelling|factuur|zending)(?![^\W\d_])"
-    + _BETWEEN
-    + r"|(?:注文|订单|訂單|快递|運單|运单|追跡)\w{0,4}[^\w\n]*\Z)"
-)
-
-
-def printed_card_label(before: str) -> bool:
-    """Whether the text before a number printed as a card's (up to ``BEFORE`` characters of its line) leaves it a
-    card's: no label of another number ends it (``_NOT_A_CARD``: "order", "tracking", "invoice", "ticket"), or a word
-    naming a card or a payment does ("order paid by card")."""
-    return _NOT_A_CARD.search(before) is None or card_cue(before)
-
-
-# the issuers' prefixes and lengths: Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro
-_ISSUERS = (
-    (re.compile(r"4"), (13, 16, 19)),
-    (re.compile(r"5[1-5]|222[1-9]|22[3-9]|2[3-6]|27[01]|2720"), (16,)),
-    (re.compile(r"3[47]"), (15,)),
-    (re.compile(r"6011|65|64[4-9]"), (16, 19)),
-    (re.compile(r"35(?:2[89]|[3-8])"), (16, 17, 18, 19)),
-    (re.compile(r"3(?:0[0-5]|[689])"), (14, 16)),
-    (re.compile(r"62"), (16, 17, 18, 19)),
-    (re.compile(r"5[06-9]|6[0-9]"), (13, 14, 15, 16, 17, 18, 19)),
-)
-
-
-def card_number(value: str) -> bool:
-    """A payment card's number: an issuer's prefix and length, and its Luhn check digit right."""
-    digits = value.replace(" ", "").replace("-", "")
-    if not any(prefix.match(digits) and len(digits) in lengths for prefix, lengths in _ISSUERS):
-        return False
-    total = 0
-    for n, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if n % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
-
-
-# NNN-NN-NNNN standing alone (a W-2, a form, a table write it bare) but for after another number's label: "ticket
-# 201-55-4321", "tel 555-12-3456", "order #", "case no." (``ssn_label``); after "SSN" or "social security (number)" also with spaces or run together
-SSN = r"\d(?<![\w\-.,/+]\d)\d{2}-\d{2}-\d{4}(?![\w\-]|[.,/]\d)"
-SAID_SSN = (
-    r"[sS](?<![^\W\d_].)(?i:(?<=s)sn|(?<=s)ocial\s+security(?:\s+(?:number|no\.?|#))?)(?:\s+(?i:is|was))?\s*[:#]?\s*"
-    r"(\d{3}([ -]?)\d{2}\2\d{4})(?![\w\-]|[.,/]\d)"
-)
-SSN_NEEDLES = ("ssn", "social security")
-# numbers the Social Security Administration published (an advertisement's, a wallet's sample): examples, not one's
-_SSN_EXAMPLES = frozenset(("078051120", "123456789", "219099999"))
-
-
-# what numbers of that shape are besides: a label, then up to three words (none starting with a digit)
-_OTHER_NUMBER = re.compile(
-    r"(?i:(?:(?<![^\W\d_])(?:tickets?|tel|t[eé]l[eé]fono|t[eé]l[eé]phone|telefon|phone|ph|mobile|cell|fax|call|text"
-    r"|orders?|invoices?|case|ref|reference|id|ids|no|nr|num|number|room|part|sku|po|account|acct|tracking|booking"
-    r"|confirmation|serial|model|build|version|ext|issue|bug|item|code|zip|patient|member|policy|claim|batch|lot"
-    r"|pedido|factura|commande|facture|bestellung|rechnung|ll[aá]mame|llama|llamar|m[oó]vil|celular|whatsapp"
-    r"|appelez|appelle|portable|chiamami|chiama|cellulare|ligue|liga|bel|bellen|anrufen|ruf|handy)(?![^\W\d_])"
-    r"|#|n[º°])" + _BETWEEN + r")"
-)
-_SSN_CUE = re.compile(r"(?i:ssn|social\s+security)")
-
-
-def ssn_label(before: str) -> bool:
-    """Whether the text before ``NNN-NN-NNNN`` (up to ``BEFORE`` characters of its line) leaves it a social security
-    number: no other number's label ends it ("ticket", "tel", "order #", "case no."), or "SSN" is in it."""
-    return _OTHER_NUMBER.search(before) is None or _SSN_CUE.search(before) is not None
-
-
-def ssn(value: str, *, said: bool = False) -> bool:
-    """A US social security number: no area 000, 666 or 900-999, no group 00, no serial 0000; alone, not one of the
-    published examples (said after "SSN", it is the person's)."""
-    digits = value.replace("-", "").replace(" ", "")
-    area, group, serial = digits[:3], digits[3:5], digits[5:]
-    if area in ("000", "666") or area[0] == "9" or group == "00" or serial == "0000":
-        return False
-    return said or digits not in _SSN_EXAMPLES
-
 
 # -- password hashes: htpasswd lines, crypt(3), bcrypt, argon2 ----------------------------------------------------
 

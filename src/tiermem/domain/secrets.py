@@ -40,6 +40,7 @@ from typing import Any
 
 from ..base.errors import SecretError
 from . import secret_joins as joins
+from . import secret_numbers as numbers
 from . import secret_shapes as shapes
 
 
@@ -80,9 +81,11 @@ class _Detector:
     name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
     names: bool = False  # a bare value (not in quotes) that names a secret is code or a reference (``_names_a_secret``)
     lines: bool = False  # its secret spans lines (a key block); else, in JSON text, it ends at an escaped "\n"
-    # a test of the text before the secret on its line (up to ``shapes.BEFORE`` characters): a cue it needs ("card"),
+    # a test of the text before the secret on its line (up to ``numbers.BEFORE`` characters): a cue it needs ("card"),
     # or a label it must not follow ("ticket", "tel")
     before: Callable[[str], bool] | None = None
+    # a test of the text before it and after it on its line (up to ``numbers.BEFORE`` and ``numbers.AFTER``)
+    around: Callable[[str, str], bool] | None = None
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -372,6 +375,9 @@ _PASSWORD_WORD = r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)"
 _FOR_WHAT = r"(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,6}?)?"
 _IS = r"\s+(?i:is|was)\s*:?\s*"
 _IS_OR_COLON = r"(?:" + _IS + r"|[ \t]*:[ \t]*)"  # "the API key is ...", "here's my api key: ..."
+# a key's id, not the key: 16 hex digits (a GPG key's long id, an id a KMS shows) or 40 (a fingerprint), "0x" or not,
+# after a signing or an encryption key's name ("Signing key: 3AA5C34371567BD2"); a key of 128 bits has 32 or more
+_KEY_ID = r"(?:0x)?(?:[0-9A-Fa-f]{16}|[0-9A-Fa-f]{40})(?![\w/+=-])"
 _SAID_VALUE = (
     r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
     r"|((?>(?:[^\s\"'\u201c.,;:)]|[.,;:)]++(?=[^\s\"'\u201c]))+))(?=[.,;:)]*+(?:\s|$)))"
@@ -516,34 +522,34 @@ def _own_detectors() -> list[_Detector]:
         d("password", c(shapes.CJK_PASSWORD), shapes.CJK_NEEDLES, group="value", check=_said_foreign_password),
         d(
             "payment card number",
-            c(shapes.PRINTED_CARD),
+            c(numbers.PRINTED_CARD),
             (),
-            check=shapes.card_number,
+            check=numbers.card_number,
             probe=c(r"\d{4}[ -]\d{4}"),
-            before=shapes.printed_card_label,  # "order number 4111 1111 1111 1111" is an order's
+            around=numbers.printed_card_label,  # "order number 4111 1111 1111 1111" is an order's
         ),
         d(  # a run of digits, or another grouping: after a word naming a card ("card", "visa", "charge", "tarjeta")
             "payment card number",
-            c(shapes.PAYMENT_CARD),
+            c(numbers.PAYMENT_CARD),
             (),
-            check=shapes.card_number,
+            check=numbers.card_number,
             probe=c(r"\d{4}[ -]?\d{4}"),
-            before=shapes.card_cue,
+            before=numbers.card_cue,
         ),
         d(
             "social security number",
-            c(shapes.SSN),
+            c(numbers.SSN),
             (),
-            check=shapes.ssn,
+            check=numbers.ssn,
             probe=c(r"\d-\d\d-\d"),
-            before=shapes.ssn_label,
+            before=numbers.ssn_label,
         ),
         d(
             "social security number",
-            c(shapes.SAID_SSN),
-            shapes.SSN_NEEDLES,
+            c(numbers.SAID_SSN),
+            numbers.SSN_NEEDLES,
             group=1,
-            check=lambda v: shapes.ssn(v, said=True),
+            check=lambda v: numbers.ssn(v, said=True),
         ),
         d("password hash", c(shapes.PASSWORD_HASH), shapes.HASH_NEEDLES),
         d(  # "use Xk9vQ2mPz7! as the password"
@@ -582,7 +588,8 @@ def _own_detectors() -> list[_Detector]:
         d(  # "the API key is 3f2a...", "my token is ...", "the client secret was ...": a random-looking value
             "secret",
             c(
-                r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|client|app|signing|encryption|master)[ _-]?key"
+                r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|client|app|master)[ _-]?key"
+                r"|(?:signing|encryption)[ _-]?key(?!" + _FOR_WHAT + _IS_OR_COLON + _KEY_ID + r")"
                 r"|(?:(?:access|auth|api|bearer|refresh|session|personal\s+access)\s+)?token"
                 r"|(?:(?:client|api|app|webhook)\s+)?secret)" + _FOR_WHAT + _IS_OR_COLON + _SAID_VALUE
             ),
@@ -825,9 +832,17 @@ def _mixed_case_and_digits(s: str) -> bool:
     return any(ch.isdigit() for ch in s) and any(ch.isupper() for ch in s) and any(ch.islower() for ch in s)
 
 
-# A word made of words, as prose writes it ("case-sensitive", "Unicode-aware", "up-to-date"): no password (a
-# passphrase of four, "correct-horse-battery-staple", is one)
-_COMPOUND_WORD = re.compile(r"[A-Za-z][a-z]*-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-)?[a-z]+")
+# A word made of words, as prose writes it ("case-sensitive", "space-separated", "up-to-date"): no password (a
+# passphrase of four, "correct-horse-battery-staple", is one). Capitalised, as a sentence starts, it is one only with a
+# word joining its two ("Up-to-date", "Salt-and-pepper") or a describing word second ("Unicode-aware",
+# "Case-sensitive", "Machine-generated", "Time-based"): "Summer-breeze", "Sommer-regen" are passwords
+_COMPOUND_WORD = re.compile(
+    r"[a-z]+-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-)?[a-z]+"
+    r"|[A-Z][a-z]*-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-[a-z]+"
+    r"|(?:aware|sensitive|insensitive|agnostic|based|only|safe|proof|protected|specific|wide|free|friendly"
+    r"|compatible|compliant|dependent|independent|driven|enabled|encoded|readable|like|style|level|side"
+    r"|[a-z]{2,}ed))"
+)
 
 
 def _said_password(value: str) -> bool:
@@ -917,6 +932,8 @@ def _spans(text: str, d: _Detector, json_text: bool) -> Iterator[tuple[int, int]
             continue
         if d.before is not None and not d.before(_before(text, start)):
             continue
+        if d.around is not None and not d.around(_before(text, start), _after(text, end)):
+            continue
         if d.names and _names_a_secret(value) and not _quoted(text, start, end):
             continue
         if d.name_group and _names_no_secret(text, *m.span(d.name_group)) and not _looks_random(value):
@@ -927,11 +944,18 @@ def _spans(text: str, d: _Detector, json_text: bool) -> Iterator[tuple[int, int]
 
 
 def _before(text: str, start: int) -> str:
-    """The text before ``start`` on its line, up to ``shapes.BEFORE`` characters (looked for within them only: a
+    """The text before ``start`` on its line, up to ``numbers.BEFORE`` characters (looked for within them only: a
     long line's matches each read as much)."""
-    window = max(0, start - shapes.BEFORE)
+    window = max(0, start - numbers.BEFORE)
     newline = text.rfind("\n", window, start)
     return text[newline + 1 if newline >= 0 else window : start]
+
+
+def _after(text: str, end: int) -> str:
+    """The text after ``end`` on its line, up to ``numbers.AFTER`` characters."""
+    window = min(len(text), end + numbers.AFTER)
+    newline = text.find("\n", end, window)
+    return text[end : newline if newline >= 0 else window]
 
 
 # The last word of a name that holds something about a secret, not the secret: ``api_key_source``, ``password_url``,
@@ -1071,15 +1095,21 @@ _VISIBLE = str.maketrans("", "", _INVISIBLE)
 def find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
     one span named by its most specific kind. Text holding invisible characters is also scanned without them, and
-    text holding a vendor's token in pieces without the breaks inside it (``secret_joins``), each finding placed back
-    on the original text (its span takes the invisible characters, or the break, inside it)."""
+    text holding a vendor's token in pieces without the breaks inside it (``secret_joins``: a finding across a break
+    only inside the token), each finding placed back on the original text (its span takes the invisible characters,
+    or the break, inside it)."""
     json_text = _json_text(text)
     raw = _raw(text, json_text)
     if not text.isascii() and any(ch in text for ch in _INVISIBLE):  # a str search each: cheaper than a regex
         raw += _without(text, [i for i, ch in enumerate(text) if ch not in _INVISIBLE], json_text)
-    kept = joins.kept(text)
-    if kept is not None:  # a finding without the breaks is one when it takes one
-        raw += [f for f in _without(text, kept, json_text) if joins.joined(kept, f[0], f[1])]
+    gaps, tokens = joins.pieces(text)
+    if gaps:  # a finding without the breaks is one when it takes one, inside a joined token (not the next setting)
+        kept = joins.kept(text, gaps)
+        raw += [
+            f
+            for f in _without(text, kept, json_text)
+            if joins.joined(kept, f[0], f[1]) and joins.within(tokens, f[0], f[1])
+        ]
     if not raw:
         return []
     raw.sort()

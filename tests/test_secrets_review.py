@@ -192,8 +192,9 @@ def _seconds(text: str) -> float:
 
 def test_a_long_hyphenated_value_after_the_password_is_read_in_linear_time() -> None:
     # "Abc-Abc-...": each "-" once looked at for a method's name before it ("AES-256-encrypted") took the whole
-    # value again (120,000 characters: two minutes); ten times the text takes about ten times as long now
+    # value again (120,000 characters: two minutes); ten times the text takes about ten times as long now (a
+    # hundred times before). A ratio in one run, best of three, with room for a loaded machine: 50, not 10
     secrets.find("warm up: ghp_x the password is Abc-Abc")
     short = _seconds("the password is " + "-".join(["Abc"] * 3000))
     long = _seconds("the password is " + "-".join(["Abc"] * 30000))
-    assert long < 25 * short
+    assert long < 50 * short

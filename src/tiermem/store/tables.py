@@ -17,7 +17,7 @@ from .appends import GroupAppend
 from .boundary import commit_with_retries, reads, writes
 from .connection import Connection
 from .query import Filter, compile_filter, with_plumbing
-from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
+from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX, settle_plumbing
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,17 @@ class Rows:
             with self.conn.writing(table):
                 t.merge_insert("id").when_matched_update_all().execute(rows)
             self.conn.wrote(len(rows), table)
+
+    @writes("the plumbing column of messages")
+    def settle_plumbing(self) -> int:
+        """Decide the ``plumbing`` column of the messages an older tiermem wrote without it since the store was
+        migrated (``schemas.settle_plumbing``: a count of undecided rows when there are none); returns the rows
+        decided."""
+        with self.conn.writing("messages"):
+            decided = settle_plumbing(self.conn.tables["messages"])
+        if decided:
+            self.conn.wrote(decided, "messages")
+        return int(decided)
 
     def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(the row)``; returns the

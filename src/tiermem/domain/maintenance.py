@@ -45,6 +45,8 @@ def optimize(memory: Memory) -> list[str]:
     undecided = memory.archive.store.rows.settle_plumbing()
     told = f"messages: {undecided} row(s) an older tiermem wrote told from the agent loop's plumbing"
     lines += [told] if undecided else []
+    if undecided:  # their keyword texts may hold a tool's result too, written after the store was marked
+        memory.archive.rows.unsettle_keyword_contexts()
     regrams = memory.archive.rows.regram()  # before the upkeep, which folds the rows into the full-text index
     lines += [
         f"{table}: {n} row(s)' keyword text written anew (words of scripts without spaces as bigrams)"

@@ -665,6 +665,8 @@ class Connection:
                         ", ".join(missing_columns(self.tables)),
                     )
                 migrate(self.uri, version, self.tables)
+            if version == SCHEMA_VERSION and meta.get(KEYWORD_CONTEXT):  # rows an older tiermem wrote: unknown
+                self.set_meta(KEYWORD_CONTEXT, "")  # ``keyword_context.recontext`` looks at every row again
             if version < SCHEMA_VERSION:
                 self.set_meta("schema_version", str(SCHEMA_VERSION))
                 log.info("migrated the store %s from schema version %d to %d", self.uri, version, SCHEMA_VERSION)

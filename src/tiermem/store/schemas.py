@@ -25,7 +25,10 @@ KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "3"
 # The meta key set once no message's keyword text holds what a tool returned (an answer after a tool call holds the
 # last thing said before the call: ``archive.context_of``; tiermem before schema 3 wrote the result there). A new store
 # is created with it; an older one gets it once ``tiermem optimize`` has written those rows' keyword texts anew
-# (``keyword_context.recontext``). A tiermem that wrote such rows reads schema 2 at most, so refuses a store marked.
+# (``keyword_context.recontext``). A tiermem that writes such rows reads schema 2 at most, so refuses to open a store
+# marked; one that opened it before its migration and still runs may write them: its rows come without ``plumbing``,
+# and ``tiermem optimize``, deciding those (``settle_plumbing``), unmarks the store (so does a store given its columns
+# again: ``missing_columns``).
 KEYWORD_CONTEXT = "keyword_context"
 PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
 # Columns of a table that the store decides from the row's others as it writes it (``query.with_plumbing``): no backup
@@ -245,7 +248,7 @@ def settle_plumbing(messages: Any) -> int:
     run."""
     if not messages.count_rows(compile_filter(Filter(undecided=True))):
         return 0
-    decided = messages.count_rows(compile_filter(Filter(undecided=True, may_be_plumbing=False)))
+    decided = int(messages.count_rows(compile_filter(Filter(undecided=True, may_be_plumbing=False))))
     if decided:
         messages.update(where=compile_filter(Filter(undecided=True, may_be_plumbing=False)), values={"plumbing": False})
     rows = (

@@ -204,14 +204,15 @@ class Rows:
     def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(the row)``; returns the
         rows written (those whose text changes). Only rows still stored are written: one another process deleted
-        since its id was read stays deleted (an update, never an insert). A commit conflict reads the rows again, at
-        the table's newest version, and tries again (``commit_with_retries``)."""
+        since its id was read stays deleted (an update, never an insert). The rows are read at the table's newest
+        version (not one ``read_staleness`` old: the row is written whole, so a change of it made under a lock the
+        caller holds now is read, never written over), and read again so after a commit conflict
+        (``commit_with_retries``)."""
         t = self.conn.tables[table]
         where = compile_filter(Filter(ids=tuple(ids)))
 
         def attempt(n: int) -> int:
-            if n:  # from the newest version, not the one a lost commit started from (``read_staleness``)
-                t.checkout_latest()
+            t.checkout_latest()  # the newest version, not the one a lost commit started from
             rows: list[dict[str, Any]] = t.search().where(where).limit(None).to_list()
             changed = []
             for r in rows:

@@ -393,3 +393,22 @@ def test_agents_show_for_an_agent_imported_by_an_earlier_tiermem(
     assert "get_weather" in shown and "names only" in shown
     assert main(["agents", "show", "plain", *args]) == 0
     assert "kept but not run: nothing" in capsys.readouterr().out
+
+
+def test_a_letta_tool_message_is_its_calls_tool(tmp_path: Path) -> None:
+    """A Letta tool message names its call, and in ``name`` the agent (or nothing): its tool is the one the call
+    named, so the send_message results are the agent loop's plumbing and a search of tool results leaves them out,
+    while the memory edits' results stay."""
+    mem = fresh(tmp_path, "data")
+    name = import_file(mem, LETTA / "letta_memgpt_agent_with_convo.af")[0]
+    agent = mem.get_agent(name).id
+    tools = {
+        m.id: json.loads(m.payload or "{}").get("name") for m in mem.archive.rows.messages_of(agent) if m.role == "tool"
+    }
+    named = list(tools.values())
+    assert named.count("send_message") == 23 and named.count("core_memory_replace") == 3
+    assert named.count("core_memory_append") == 2 and len(named) == 28
+    stored = mem.archive.store.conn.rows("messages", columns=("id", "plumbing"))
+    assert {r["id"] for r in stored if r["plumbing"]} >= {i for i, n in tools.items() if n == "send_message"}
+    hits = mem.archive.conversation_search(agent, "status OK message", roles=["tool"], limit=50).hits
+    assert hits and {tools[h.id] for h in hits} <= {"core_memory_replace", "core_memory_append"}

@@ -5,13 +5,17 @@ right stay as they are, and a second run writes nothing."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
+
+import pyarrow as pa
 
 from tiermem.base.config import Settings
 from tiermem.base.records import from_us
 from tiermem.domain import maintenance
 from tiermem.domain.archive import shape_message
 from tiermem.domain.factory import open_memory
+from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.keyword_context import recontext
 from tiermem.store import KEYWORD_CONTEXT, Filter
 
@@ -79,3 +83,87 @@ def test_a_new_store_is_marked_and_recontext_reads_nothing(settings: Settings) -
     memory = open_memory(settings)
     assert memory.archive.store.conn.meta()[KEYWORD_CONTEXT] == "1"
     assert recontext(memory.archive) == 0
+
+
+SECRET = "my bank PIN is Wobbleton 4417"
+
+
+def test_a_turn_forgotten_while_recontext_runs_is_not_written_back(settings: Settings) -> None:
+    """Another process forgets a turn after recontext read the turns and before it writes: the turns after it keep
+    the text the forget gave them, and the store stays unmarked (the next run looks at them again)."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    turns = [("user", SECRET, {"kind": "user"}), *TURNS[1:4]]
+    memory.archive.log_messages(agent, [{"role": r, "content": c, "payload": json.dumps(p)} for r, c, p in turns])
+    _as_logged_before(memory, agent)
+    secret_id = next(r["id"] for r in memory.archive.rows.turns() if r["content"] == SECRET)
+    rows = memory.archive.rows
+    read = rows.turns
+
+    def read_then_forgotten() -> list[dict[str, Any]]:
+        turns = read()
+        forget(memory, Target(kind="message", agent_id=agent, ref=secret_id))  # meanwhile, elsewhere
+        assert not [c for c, t in _texts(memory, agent).items() if "Wobbleton" in t]
+        return turns
+
+    rows.turns = read_then_forgotten  # type: ignore[method-assign]
+    recontext(memory.archive)
+    assert not [c for c, t in _texts(memory, agent).items() if "Wobbleton" in t]
+    assert memory.archive.store.conn.meta()[KEYWORD_CONTEXT] == ""
+    del rows.turns
+    recontext(memory.archive)  # the next run: every turn as it is stored now
+    assert not [c for c, t in _texts(memory, agent).items() if "Wobbleton" in t]
+    assert memory.archive.store.conn.meta()[KEYWORD_CONTEXT] == "1"
+
+
+def test_rows_already_right_keep_the_date_they_were_written_with(settings: Settings) -> None:
+    """log_messages writes a turn's date in its timestamp's own offset (late on 1 January in New York is 2 January
+    in UTC); recontext neither rewrites such rows nor moves their date."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    when = "2024-01-01T23:30:00-05:00"
+    memory.archive.log_messages(
+        agent, [{"role": r, "content": c, "payload": json.dumps(p), "timestamp": when} for r, c, p in TURNS]
+    )
+    logged = _texts(memory, agent)
+    assert logged["It leaves at dawn."].startswith("01 January 2024.")
+    memory.archive.store.conn.set_meta(KEYWORD_CONTEXT, "")  # a store created before schema 3 carries no mark
+    assert recontext(memory.archive) == 0
+    assert _texts(memory, agent) == logged
+    # as an earlier tiermem logged them, in the same offset: the answer holding the result
+    rows = sorted(memory.archive.rows.rows_where("messages", Filter(agent_id=agent)), key=lambda r: r["seq"])
+    previous = ""
+    for r in rows:
+        r["text"] = shape_message(r["content"], datetime.fromisoformat(when), previous)
+        previous = r["content"]
+    memory.archive.store.rows.upsert_rows("messages", "id", rows)
+    memory.archive.store.conn.set_meta(KEYWORD_CONTEXT, "")
+    assert "Zanzibar" in _texts(memory, agent)["It leaves at dawn."]
+    assert recontext(memory.archive) == 2  # the tool's result and the answer after it
+    assert _texts(memory, agent) == logged
+
+
+def test_rows_an_older_tiermem_writes_after_the_mark_are_written_anew(settings: Settings) -> None:
+    """A server of schema version 2 still running after the migration writes its turns the old way (the answer
+    holding the tool's result, no plumbing column): tiermem optimize finds them by that column and runs recontext
+    again."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.log_messages(agent, [{"role": r, "content": c, "payload": json.dumps(p)} for r, c, p in TURNS])
+    logged = _texts(memory, agent)
+    maintenance.optimize(memory)
+    assert memory.archive.store.conn.meta()[KEYWORD_CONTEXT] == "1"
+    table = memory.archive.store.conn.tables["messages"]
+    old = [r for r in memory.archive.rows.rows_where("messages", Filter(agent_id=agent)) if r["seq"] >= 1]
+    schema = table.schema.remove(table.schema.get_field_index("plumbing"))
+    memory.archive.rows.forget("messages", Filter(ids=tuple(r["id"] for r in old)))
+    previous = ""
+    for r in sorted(old, key=lambda r: r["seq"]):  # as the older tiermem logs them
+        r.pop("plumbing")
+        r["text"] = shape_message(r["content"], from_us(r["created_us"]), previous)
+        previous = r["content"]
+    table.add(pa.Table.from_pylist(old, schema=schema))
+    assert "Zanzibar" in _texts(memory, agent)["It leaves at dawn."]
+    maintenance.optimize(memory)
+    assert _texts(memory, agent) == logged
+    assert memory.archive.store.conn.meta()[KEYWORD_CONTEXT] == "1"

@@ -9,12 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pytest
+
 from tiermem.base.config import Settings
+from tiermem.base.errors import ReembedUnfinishedError
+from tiermem.domain import maintenance
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.store import Filter, Store
 from tiermem.store.connection import connect
-from tiermem.store.schemas import SCHEMA_VERSION, table_schemas
+from tiermem.store.schemas import REEMBEDDING, SCHEMA_VERSION, table_schemas
 
 QUOTED = {"name": "conversation_search"}  # the pair a payload may quote without being the loop's own search
 
@@ -74,21 +79,26 @@ def test_a_payload_quoting_a_plumbing_tools_name_is_found(settings: Settings) ->
     _check_found(mem, agent.id)
 
 
-def _v2_store(uri: str) -> None:
-    """A store as tiermem wrote it at schema version 2 (no ``plumbing`` column), holding ``TURNS``."""
+def _v2_schema(name: str) -> pa.Schema:
+    schema = table_schemas(384)[name]
+    return schema.remove(schema.get_field_index("plumbing")) if "plumbing" in schema.names else schema
+
+
+def _v2_store(uri: str, turns: list[tuple[str, str, str]] | None = None, meta: dict[str, str] | None = None) -> None:
+    """A store as tiermem wrote it at schema version 2 (no ``plumbing`` column), holding ``TURNS`` (or ``turns``:
+    role, content and payload text), its meta table holding ``meta`` too."""
     db, _ = connect(uri, None, 8 << 20, 8 << 20)
-    for name, schema in table_schemas(384).items():
-        if "plumbing" in schema.names:
-            schema = schema.remove(schema.get_field_index("plumbing"))
-        db.create_table(name, schema=schema)
-    db.open_table("meta").add(
-        [
-            {"key": "schema_version", "value": "2"},
-            {"key": "embedding_model", "value": "hashing-384"},
-            {"key": "embedding_dim", "value": "384"},
-        ]
-    )
-    rows: list[dict[str, Any]] = [
+    for name in table_schemas(384):
+        db.create_table(name, schema=_v2_schema(name))
+    entries = {"schema_version": "2", "embedding_model": "hashing-384", "embedding_dim": "384", **(meta or {})}
+    db.open_table("meta").add([{"key": k, "value": v} for k, v in entries.items()])
+    db.open_table("messages").add(pa.Table.from_pylist(_v2_rows(turns), schema=_v2_schema("messages")))
+
+
+def _v2_rows(turns: list[tuple[str, str, str]] | None = None, first: int = 0) -> list[dict[str, Any]]:
+    """Messages as a tiermem of schema version 2 writes them (no ``plumbing``)."""
+    turns = turns if turns is not None else [(r, c, json.dumps(p)) for r, c, p in TURNS]
+    return [
         {
             "id": f"message-{n}",
             "agent_id": "agent-1",
@@ -96,15 +106,14 @@ def _v2_store(uri: str) -> None:
             "seq": n,
             "role": role,
             "content": content,
-            "payload": json.dumps(payload),
+            "payload": payload,
             "text": content,
             "created_us": 1_700_000_000_000_000 + n,
             "vector": None,
             "project": None,
         }
-        for n, (role, content, payload) in enumerate(TURNS)
+        for n, (role, content, payload) in enumerate(turns, start=first)
     ]
-    db.open_table("messages").add(rows)
 
 
 def test_a_version_2_store_gets_the_column_with_its_rows_classified_exactly(tmp_path: Path) -> None:
@@ -118,3 +127,94 @@ def test_a_version_2_store_gets_the_column_with_its_rows_classified_exactly(tmp_
     assert tool_rows == 1  # the imported labels, not the loop's search and send_message results
     again = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # opened again: nothing to do
     assert again.conn.meta()["schema_version"] == "3" and again.rows.count("messages") == len(TURNS)
+
+
+# Payloads naming send_message as their own tool in ways a pattern over the text may miss: a space before the colon,
+# an escaped character in the name, the key escaped
+ODDLY_WRITTEN = [
+    ("tool", "Quillfeather spaced", '{"kind": "tool_result", "name" : "send_message"}'),
+    ("tool", "Quillfeather escaped", '{"kind": "tool_result", "name": "send\\u005fmessage"}'),
+    ("tool", "Quillfeather key escaped", '{"kind": "tool_result", "n\\u0061me": "conversation_search"}'),
+    ("assistant", "Quillfeather call", '{"tool_calls": [{"name":"conversation\\u005Fsearch", "input": {}}]}'),
+    ("tool", "Quillfeather other tool", '{"kind": "tool_result", "name": "web_search", "note": "caf\\u00e9"}'),
+]
+
+
+def test_the_migration_decides_each_row_as_is_plumbing_does(tmp_path: Path) -> None:
+    uri = str(tmp_path / "db")
+    _v2_store(uri, ODDLY_WRITTEN)
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    stored = store.conn.rows("messages", columns=("content", "plumbing"))
+    assert {r["content"]: r["plumbing"] for r in stored} == {c: "other" not in c for _, c, _ in ODDLY_WRITTEN}
+
+
+def _columns(uri: str, table: str) -> list[str]:
+    db, _ = connect(uri, None, 8 << 20, 8 << 20)
+    return list(db.open_table(table).schema.names)
+
+
+def test_a_store_a_reembed_marked_is_refused_before_it_is_migrated(tmp_path: Path) -> None:
+    """An older tiermem's reembed rewrites the tables with its own schema: a column added meanwhile would be lost
+    in its copies while the store says version 3. So the store is refused, and left as it is."""
+    uri = str(tmp_path / "db")
+    _v2_store(uri, meta={REEMBEDDING: "hashing-384 (dim 384)"})
+    with pytest.raises(ReembedUnfinishedError):
+        Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    db, _ = connect(uri, None, 8 << 20, 8 << 20)
+    meta = {r["key"]: r["value"] for r in db.open_table("meta").to_arrow().to_pylist()}
+    assert meta["schema_version"] == "2" and "plumbing" not in _columns(uri, "messages")
+
+
+def test_a_store_at_version_3_without_its_columns_gets_them_again(tmp_path: Path) -> None:
+    """What an older tiermem's reembed leaves when it swaps in its copies after the store was migrated: the store
+    says version 3 and its tables lack the columns. The next open adds them again and decides the plumbing."""
+    uri = str(tmp_path / "db")
+    _v2_store(uri)
+    Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    db, _ = connect(uri, None, 8 << 20, 8 << 20)
+    db.open_table("messages").drop_columns(["plumbing", "project"])
+    db.open_table("passages").drop_columns(["project"])
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    assert store.conn.meta()["schema_version"] == "3"
+    assert {"plumbing", "project"} <= set(_columns(uri, "messages")) and "project" in _columns(uri, "passages")
+    stored = store.conn.rows("messages", columns=("content", "plumbing", "project"))
+    assert {r["content"]: r["plumbing"] for r in stored} == {c: c in PLUMBING for _, c, _ in TURNS}
+    assert store.rows.count("messages", Filter(roles=("tool",), plumbing_results=False)) == 1
+
+
+def test_rows_an_older_tiermem_writes_after_the_migration_are_decided(settings: Settings) -> None:
+    """A server of schema version 2 still running writes rows without the column (null): tiermem optimize decides
+    them, and so does the migration run again (a migration cut short before an older tiermem wrote)."""
+    mem = open_memory(settings)
+    agent = mem.ensure_agent("default")
+    table = mem.archive.store.conn.tables["messages"]
+    rows = [{**r, "agent_id": agent.id} for r in _v2_rows()]
+    table.add(pa.Table.from_pylist(rows, schema=_v2_schema("messages")))
+
+    def undecided() -> int:
+        return sum(r["plumbing"] is None for r in mem.archive.store.conn.rows("messages", columns=("plumbing",)))
+
+    assert undecided() == len(TURNS)
+    assert _contents(mem, agent.id, ["tool"]) != {TURNS[2][1]}  # the loop's results shown
+    maintenance.optimize(mem)
+    _check_found(mem, agent.id)
+    assert undecided() == 0
+    assert mem.archive.store.rows.settle_plumbing() == 0  # nothing left: a count
+
+
+def test_a_migration_run_again_decides_the_rows_written_since(tmp_path: Path) -> None:
+    uri = str(tmp_path / "db")
+    _v2_store(uri)
+    Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    db, _ = connect(uri, None, 8 << 20, 8 << 20)
+    # a migration cut short before it recorded the version, and an older tiermem writing meanwhile
+    db.open_table("meta").update(where="key = 'schema_version'", values={"value": "2"})
+    more = [(r, f"{c} again", json.dumps(p)) for r, c, p in TURNS]
+    db.open_table("messages").add(pa.Table.from_pylist(_v2_rows(more, first=10), schema=_v2_schema("messages")))
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    assert store.conn.meta()["schema_version"] == "3"
+    stored = store.conn.rows("messages", columns=("content", "plumbing"))
+    assert {r["content"]: r["plumbing"] for r in stored} == {
+        **{c: c in PLUMBING for _, c, _ in TURNS},
+        **{f"{c} again": c in PLUMBING for _, c, _ in TURNS},
+    }

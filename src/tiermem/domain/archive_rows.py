@@ -10,6 +10,7 @@ may not reach the store (``tests/test_layers.py``: STORE_HOLDERS), so these are 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,8 @@ EVERY_ROW = 10**9  # a page size that is every row of one agent
 ID_BATCH = 1000  # ids asked about in one read (``existing``): a filter of bounded length
 VECTOR_DIGITS = 7  # a backed-up vector's precision (float32 holds ~7 significant digits)
 TURN_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "created_us", "role", "content")  # ``AgentRows.turns``
+# Held (``Connection.exclusive``) by each write of keyword texts made from other rows' (``AgentRows.rewriting_texts``)
+TEXTS_LOCK = "keyword-texts"
 
 
 def _export_order(m: Message) -> tuple[bool, str, int]:
@@ -222,12 +225,21 @@ class AgentRows:
         kept = [{**r, "text": keyword_text(base_of(r["text"]))} if isinstance(r.get("text"), str) else r for r in kept]
         return self.store.rows.merge_rows(_searchable(table), key, kept)
 
+    def rewriting_texts(self) -> AbstractContextManager[object]:
+        """The lock held while keyword texts made from other rows are read and written: forgetting's rewrite of the
+        turns after a forgotten one (its read of the conversation, its deletion, its rewrite), a redaction, and each
+        batch of ``keyword_context.recontext`` and ``regram``, which read the rows again under it and write nothing
+        made from a row forgotten or changed meanwhile. Not re-entrant. A tiermem without it (before this lock) is
+        not held off: its forget may still race an optimize."""
+        return self.store.conn.exclusive(TEXTS_LOCK)
+
     def rewrite_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         """Replace stored rows, whole, by id (``tiermem doctor --secrets --redact``); rows without vectors are
         marked for the backfill."""
         # the fragments holding the old text are rewritten at the next upkeep, and old table versions removed
-        self.store.purge.mark(_searchable(table), Filter(ids=tuple(str(r["id"]) for r in rows)))
-        self.store.rows.upsert_rows(_searchable(table), "id", rows)
+        with self.rewriting_texts():
+            self.store.purge.mark(_searchable(table), Filter(ids=tuple(str(r["id"]) for r in rows)))
+            self.store.rows.upsert_rows(_searchable(table), "id", rows)
         if any(r.get("vector") is None for r in rows):
             self.store.rows.mark_unembedded(_searchable(table))
 
@@ -248,11 +260,14 @@ class AgentRows:
     def regram(self) -> dict[str, int]:
         """Write the keyword text of every row ``stale_keyword_texts`` names anew (``cjk.keyword_text``; the full-text
         index takes them in at the next upkeep), then set the store's mark (if not set yet); the rows written, by
-        table. A row deleted or forgotten meanwhile by another process stays so (``Rows.set_texts`` only updates)."""
+        table. A row deleted or forgotten meanwhile by another process stays so (``Rows.set_texts`` only updates), and
+        one whose text a forget wrote anew meanwhile is read again under the lock that forget holds
+        (``rewriting_texts``), so its new text is the one given bigrams."""
         done: dict[str, int] = {}
         for table, ids in self.stale_keyword_texts().items():
             for start in range(0, len(ids), ID_BATCH):
-                n = self.store.rows.set_texts(table, ids[start : start + ID_BATCH], _regrammed)
+                with self.rewriting_texts():
+                    n = self.store.rows.set_texts(table, ids[start : start + ID_BATCH], _regrammed)
                 if n:
                     done[table] = done.get(table, 0) + n
         if self.store.conn.meta().get(KEYWORD_TEXT) != KEYWORD_TEXT_VERSION:
@@ -266,6 +281,17 @@ class AgentRows:
         keyword text, payload or vector."""
         return self.store.conn.rows("messages", None, columns=TURN_COLUMNS)
 
+    def turns_now(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The turns (``turns``' columns) of ``ids`` still stored, read at the table's newest version (a check made
+        under ``rewriting_texts``), ``ID_BATCH`` ids a read."""
+        return [
+            r
+            for start in range(0, len(ids), ID_BATCH)
+            for r in self.store.conn.rows(
+                "messages", Filter(ids=tuple(ids[start : start + ID_BATCH])), columns=TURN_COLUMNS, latest=True
+            )
+        ]
+
     def set_keyword_texts(self, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword text of the messages ``ids`` anew as ``text_of(the row)``, ``ID_BATCH`` at a time; returns
         the rows written (those whose text changes; one deleted meanwhile stays so: ``Rows.set_texts``)."""
@@ -273,6 +299,12 @@ class AgentRows:
             self.store.rows.set_texts("messages", ids[start : start + ID_BATCH], text_of)
             for start in range(0, len(ids), ID_BATCH)
         )
+
+    def unsettle_keyword_contexts(self) -> None:
+        """Unmark the store (``KEYWORD_CONTEXT``): rows an older tiermem wrote since it was marked may hold a tool's
+        result in their keyword text (``Rows.settle_plumbing`` found some), so ``recontext`` runs again."""
+        if self.keyword_contexts_settled():
+            self.store.conn.set_meta(KEYWORD_CONTEXT, "")
 
     def keyword_contexts_settled(self) -> bool:
         """Whether the store is marked as holding no keyword text of a tool's result (``KEYWORD_CONTEXT``)."""

@@ -227,6 +227,9 @@ def _creation_lease(settings: Settings) -> Callable[[], AbstractContextManager[o
     return held
 
 
+_LOCKED = {"file-chunks": "a folder file's chunks", "keyword-texts": "keyword texts made from other messages"}
+
+
 def _write_leases(settings: Settings) -> Callable[[str], AbstractContextManager[object]] | None:
     """On object storage, replicas take turns at writes of several commits that must not interleave (a file's chunks
     replaced: ``Connection.exclusive``), one lease object per name next to the core state. None for a local directory
@@ -245,7 +248,8 @@ def _write_leases(settings: Settings) -> Callable[[str], AbstractContextManager[
         if not buckets:
             buckets.append(Bucket(uri, options))
         return Lease(buckets[0], write_lease(name), WRITE_SECONDS).waiting(
-            timeout=WRITE_SECONDS * 1.5, doing=f"writing under the lock {name!r} (a folder file's chunks)"
+            timeout=WRITE_SECONDS * 1.5,
+            doing=f"writing under the lock {name!r} ({_LOCKED.get(name, 'writes that must not interleave')})",
         )
 
     return held

@@ -42,12 +42,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
-from ..base.records import Agent, Block, BlockVersion, from_us, to_us
+from ..base.records import Agent, Block, BlockVersion, to_us
 from ..base.rejoin import held
 from ..store import Filter
 from . import forget_record
 from .archive import context_of, passes_on, shape_message
 from .blocks import Rethink
+from .keyword_context import written_on
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -330,6 +331,25 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
     if text is not None:  # turns quoting the text only in their keyword text (the turn before them held it)
         quoting = rows.rows_where("messages", Filter(agent_id=agent_id, containing=text))
         conversations |= {(r["agent_id"], r["conversation_id"]) for r in quoting}
+    # the conversations read, the rows deleted and the later turns written anew under the lock every writer of keyword
+    # texts made from other rows holds (``AgentRows.rewriting_texts``): none writes a forgotten turn back meanwhile
+    if gone:
+        memory.core.record_forgotten(forget_record.row_keys("message", found))  # recorded first: restores skip them
+    with rows.rewriting_texts():
+        _forget_turns(memory, done, conversations, gone, [c for c in contents if c] + ([text] if text else []), text)
+
+
+def _forget_turns(
+    memory: Memory,
+    done: Forgotten,
+    conversations: set[tuple[str, str]],
+    gone: set[str],
+    needles: list[str],
+    text: str | None,
+) -> None:
+    """Delete the messages ``gone`` and write anew the keyword text of the turns of ``conversations`` that quote one
+    of them (or any of ``needles``)."""
+    rows = memory.archive.rows
     before = {
         key: sorted(
             rows.rows_where("messages", Filter(agent_id=key[0], conversation_id=key[1])),
@@ -338,10 +358,8 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
         for key in conversations
     }
     if gone:
-        memory.core.record_forgotten(forget_record.row_keys("message", found))  # recorded first: restores skip them
         done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
         memory.uses.forget(gone)
-    needles = [c for c in contents if c] + ([text] if text else [])
     changed = []
     for (agent, _conversation), turns in before.items():
         previous, after_gone = "", False
@@ -350,7 +368,7 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
                 after_gone = True  # the next turn's keyword text holds the start of this one (maybe not all of it)
                 continue
             if after_gone or any(n in r["text"] for n in needles) or (text and text in previous):
-                r["text"] = shape_message(r["content"], from_us(r["created_us"]), _without(previous, text))
+                r["text"] = shape_message(r["content"], written_on(r), _without(previous, text))
                 changed.append(r)
             passing = passes_on(r["role"], r["content"])  # a tool result passes a forgotten turn's start on too
             previous, after_gone = context_of(r["role"], r["content"], previous), after_gone and passing

@@ -5,51 +5,104 @@ A message's keyword text holds the turn before it (``archive.shape_message``), w
 (``archive.context_of``). tiermem before schema version 3 gave it the turn just before, whatever it was: an answer
 after a tool search held up to 4,000 characters of what the search returned, and was found for words only the result
 held. ``recontext`` (run by ``tiermem optimize``) writes anew the keyword text of each message that follows a turn
-passing the context on, from its conversation's turns as they are stored; a row already right is not written, and a
-store once done is marked (``schemas.KEYWORD_CONTEXT``; new stores are created marked), so later runs read nothing.
-A tiermem that wrote such rows reads schema version 2 at most, so it cannot write to a marked store.
+passing the context on, from its conversation's turns as they are stored; a row already right is not written (its
+date is kept as it was written: ``log_messages`` writes it in the timestamp's own offset, which the store does not
+keep), and a store once done is marked (``schemas.KEYWORD_CONTEXT``; new stores are created marked), so later runs
+read nothing. An older tiermem cannot open a store of schema version 3, but one that opened it before its migration
+and still runs (a server) may write such rows after the mark: its rows come without the ``plumbing`` column, and
+``tiermem optimize``, deciding them (``Rows.settle_plumbing``), unmarks the store so that this runs again.
+
+Forgetting rewrites the keyword texts of the turns after a forgotten one; this must never write back what it took
+out. Each batch is written under the lock forgetting holds (``AgentRows.rewriting_texts``) after the turns it was made
+from are read again there: a row whose turns were forgotten or changed since the first read is left as it is (the
+forget wrote it), and the store is not marked, so the next run looks at it again.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.records import from_us
 from .archive import context_of, passes_on, shape_message
+from .search.cjk import base_of
 
 if TYPE_CHECKING:
     from .archive import Archive
 
+BATCH = 1000  # rows written under one hold of the lock forgetting takes
+_DATE = re.compile(r"(\d{2} [^\W\d_]+ \d{4})\.")  # the date ``shape_message`` starts a keyword text with
 
-def contexts(turns: Sequence[dict[str, Any]]) -> dict[str, str]:
+
+@dataclass(frozen=True)
+class Context:
+    """What a turn's keyword text holds of the turns before it (``text``), and the turns it was made from (``turns``:
+    from the last one that said something up to the turn before this one, by id)."""
+
+    text: str
+    turns: tuple[str, ...]
+
+
+def contexts(turns: Sequence[dict[str, Any]]) -> dict[str, Context]:
     """The context (``shape_message``'s ``previous``) of each of ``turns`` (``AgentRows.turns``) that follows a turn
     passing the context on, by id: its conversation's turns in their order (seq, then time), as forgetting reads them
     (``forgetting._messages``). The other turns' keyword texts hold the turn just before them, as they always did."""
     conversations: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in turns:
         conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(r)
-    out: dict[str, str] = {}
+    out: dict[str, Context] = {}
     for rows in conversations.values():
         previous, passing = "", False
+        made_from: tuple[str, ...] = ()
         for r in sorted(rows, key=lambda r: (r["seq"], r["created_us"])):
             if passing:
-                out[r["id"]] = previous
+                out[r["id"]] = Context(previous, made_from)
             passing = passes_on(r["role"], r["content"])
             previous = context_of(r["role"], r["content"], previous)
+            made_from = (*made_from, r["id"]) if passing else (r["id"],)
     return out
+
+
+def written_on(row: dict[str, Any]) -> datetime:
+    """The day ``row``'s keyword text was written with (its first words), else its time in UTC."""
+    found = _DATE.match(base_of(row.get("text") or ""))
+    if found:
+        try:
+            return datetime.strptime(found.group(1), "%d %B %Y").replace(tzinfo=UTC)
+        except ValueError:  # not a date this process writes (another locale's month name): the row's own time
+            pass
+    return from_us(row["created_us"])
 
 
 def recontext(archive: Archive) -> int:
     """Write anew the keyword text of the messages whose context ``contexts`` gives, where it differs from what is
-    stored; then mark the store. Returns the rows written (none once the store is marked)."""
-    if archive.rows.keyword_contexts_settled():
+    stored; then mark the store, unless a row was left because a turn it is made from was forgotten or changed
+    meanwhile. Returns the rows written (none once the store is marked)."""
+    rows = archive.rows
+    if rows.keyword_contexts_settled():
         return 0
-    wanted = contexts(archive.rows.turns())
+    first = {r["id"]: r for r in rows.turns()}
+    wanted = contexts(list(first.values()))
+    ids, written, left = list(wanted), 0, 0
 
     def text_of(row: dict[str, Any]) -> str:
-        return shape_message(row["content"], from_us(row["created_us"]), wanted[row["id"]])
+        return shape_message(row["content"], written_on(row), wanted[row["id"]].text)
 
-    written = archive.rows.set_keyword_texts(list(wanted), text_of)
-    archive.rows.settle_keyword_contexts()
+    for start in range(0, len(ids), BATCH):
+        batch = ids[start : start + BATCH]
+        with rows.rewriting_texts():
+            now = {r["id"]: r for r in rows.turns_now([*{i for t in batch for i in (t, *wanted[t].turns)}])}
+            same = [t for t in batch if all(_same(first[i], now.get(i)) for i in (t, *wanted[t].turns))]
+            left += len(batch) - len(same)
+            written += rows.set_keyword_texts(same, text_of)
+    if not left:
+        rows.settle_keyword_contexts()
     return written
+
+
+def _same(before: dict[str, Any], now: dict[str, Any] | None) -> bool:
+    """Whether a turn read again (None: gone) is as it was read first."""
+    return now is not None and all(before[k] == now[k] for k in ("role", "content", "seq", "conversation_id"))

@@ -31,7 +31,8 @@ def progress(done: int, total: int, what: str, started: float) -> None:
 
 
 def optimize(memory: Memory) -> list[str]:
-    """``tiermem optimize``: embed rows stored without vectors, write anew the keyword texts an earlier tiermem stored
+    """``tiermem optimize``: embed rows stored without vectors, decide which messages an older tiermem wrote are the
+    agent loop's plumbing (``Rows.settle_plumbing``), write anew the keyword texts an earlier tiermem stored
     without the bigrams of its Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer words (``AgentRows.regram``) and
     those holding a tool's result (``keyword_context.recontext``), remove links to deleted memories, compact every table
     of the recall and archival store and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
@@ -40,6 +41,12 @@ def optimize(memory: Memory) -> list[str]:
         print(f"embedded {memory.archive.vectors.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
     twice = memory.archive.files.repair_twice()
     lines = [f"{table}: {n} row(s) stored twice removed (files written again)" for table, n in twice.items()]
+    # rows an older tiermem wrote to the migrated store, without the plumbing column (null: shown by every search)
+    undecided = memory.archive.store.rows.settle_plumbing()
+    told = f"messages: {undecided} row(s) an older tiermem wrote told from the agent loop's plumbing"
+    lines += [told] if undecided else []
+    if undecided:  # their keyword texts may hold a tool's result too, written after the store was marked
+        memory.archive.rows.unsettle_keyword_contexts()
     regrams = memory.archive.rows.regram()  # before the upkeep, which folds the rows into the full-text index
     lines += [
         f"{table}: {n} row(s)' keyword text written anew (words of scripts without spaces as bigrams)"

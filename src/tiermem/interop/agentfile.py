@@ -48,6 +48,7 @@ from ..server.registry import KNOWN_TOOLS
 from . import letta_passthrough
 from .letta_messages import (
     EXTENSION,  # top-level key Letta ignores: passages, tiermem's settings, links
+    called_tools,
     file_project,
 )
 from .letta_messages import letta_original as _letta_original
@@ -394,8 +395,9 @@ def _plan_agent(
     messages: list[JSON] = []
     unlogged: list[JSON] = []  # Letta's compiled system message, approvals: kept for export, not logged
     message_ids: set[str] = set()
+    called = called_tools(agent.get("messages") or [])
     for i, m in enumerate(agent.get("messages") or []):
-        row = _message(m, i, name)
+        row = _message(m, i, name, called)
         ident = str(m.get("id") or f"message-{i}")
         if ident in message_ids:
             raise ValidationError(

@@ -7,6 +7,7 @@ the file's message less its ids, which an export writes back unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..agent.llm import MODEL_TEXT, recall_content
@@ -45,9 +46,24 @@ def _text_of(content: Any) -> tuple[str, list[str]]:
     return "".join(texts), reasoning
 
 
-def message_row(m: Any, i: int, agent: str) -> JSON | None:
-    """A row for the log, its payload carrying the file's message under ``letta`` (exported back as it was)."""
-    row = _convert(m, i, agent)
+def called_tools(messages: Sequence[Any]) -> dict[str, str]:
+    """The tool each call of ``messages`` named, by the call's id (the assistant messages' ``tool_calls``): a Letta
+    tool message names its call (``tool_call_id``), and in its own ``name`` the agent or nothing, not the tool."""
+    out: dict[str, str] = {}
+    for m in messages:
+        for c in (m.get("tool_calls") if isinstance(m, dict) else None) or []:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if isinstance(fn, dict) and c.get("id") is not None and isinstance(fn.get("name"), str):
+                out[str(c["id"])] = fn["name"]
+    return out
+
+
+def message_row(m: Any, i: int, agent: str, called: Mapping[str, str] | None = None) -> JSON | None:
+    """A row for the log, its payload carrying the file's message under ``letta`` (exported back as it was). A tool
+    message's tool is the one its call named (``called``: ``called_tools`` of the agent's messages), so the loop's
+    send_message and conversation_search results are told apart as the agent loop's own (``store.query.is_plumbing``);
+    a call not found keeps the message's own name."""
+    row = _convert(m, i, agent, called or {})
     if row is None:
         return None
     own = m.get(EXTENSION)
@@ -78,7 +94,7 @@ def _own_payload(payload: Any, where: str) -> Any:
     return payload
 
 
-def _convert(m: Any, i: int, agent: str) -> JSON | None:
+def _convert(m: Any, i: int, agent: str, called: Mapping[str, str]) -> JSON | None:
     if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
         role = m.get("role") if isinstance(m, dict) else None
         if role in ("approval",):
@@ -169,13 +185,14 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
         row.update(role="assistant", payload=json.dumps(payload))
     else:
         failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])
+        call = m.get("tool_call_id")
         row.update(
             role="tool",
             payload=json.dumps(
                 {
                     "kind": "tool_result",
-                    "tool_call_id": m.get("tool_call_id"),
-                    "name": m.get("name"),
+                    "tool_call_id": call,
+                    "name": (called.get(str(call)) if call is not None else None) or m.get("name"),
                     "is_error": failed,
                 }
             ),

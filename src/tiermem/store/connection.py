@@ -42,6 +42,7 @@ from .schemas import (
     SCHEMA_VERSION,
     SEARCHABLE,
     migrate,
+    missing_columns,
     table_names,
     table_schemas,
 )
@@ -635,13 +636,20 @@ class Connection:
         raise AssertionError("unreachable")
 
     def _migrate(self) -> None:
-        """Bring an older store up to ``SCHEMA_VERSION`` (``schemas.migrate``), under the creation lock: of several
-        processes opening it at once one migrates, the others find it done. The new version is recorded last, so a
-        migration cut short is finished by the next open, and an older tiermem refuses the store only once it is
-        migrated (``_check_meta``: "written by a newer tiermem")."""
-        with self.creating():
-            version = int(self.meta().get("schema_version", "0"))  # another process may have migrated meanwhile
-            if version >= SCHEMA_VERSION:
+        """Bring an older store up to ``SCHEMA_VERSION`` (``schemas.migrate``), or give a store recorded at it the
+        columns it lacks, under the creation lock (of several processes opening it at once one migrates, the others
+        find it done) and the reembed lock held exclusively (a local store: commits under way finish first, and a
+        ``tiermem reembed`` cannot mark the store meanwhile). A store a reembed marked is refused before anything is
+        written: that reembed is rewriting the tables with its own schema, so a column added now would be lost in
+        its copies (``_check_meta`` refuses it before, and this again under the locks). The new version is recorded
+        last, so a migration cut short is finished by the next open, and an older tiermem refuses the store only once
+        it is migrated (``_check_meta``: "written by a newer tiermem")."""
+        with self.creating(), self.reembed_lock(shared=False):
+            meta = self.meta()  # another process may have migrated, or a reembed marked the store, meanwhile
+            if meta.get(REEMBEDDING) and not self._reembedding:
+                raise unfinished_reembed(self.uri, meta)
+            version = int(meta.get("schema_version", "0"))
+            if version > SCHEMA_VERSION or (version == SCHEMA_VERSION and not missing_columns(self.tables)):
                 return
             unfinished = "The migration is unfinished: the next open of the store (any tiermem command) finishes it."
             with library(
@@ -650,9 +658,18 @@ class Connection:
                 writing=True,
                 unfinished=unfinished,
             ):
+                if version == SCHEMA_VERSION:
+                    log.warning(
+                        "the store %s lacks %s (a tiermem of an older schema replaced its tables): adding them again",
+                        self.uri,
+                        ", ".join(missing_columns(self.tables)),
+                    )
                 migrate(self.uri, version, self.tables)
-            self.set_meta("schema_version", str(SCHEMA_VERSION))
-            log.info("migrated the store %s from schema version %d to %d", self.uri, version, SCHEMA_VERSION)
+            if version == SCHEMA_VERSION and meta.get(KEYWORD_CONTEXT):  # rows an older tiermem wrote: unknown
+                self.set_meta(KEYWORD_CONTEXT, "")  # ``keyword_context.recontext`` looks at every row again
+            if version < SCHEMA_VERSION:
+                self.set_meta("schema_version", str(SCHEMA_VERSION))
+                log.info("migrated the store %s from schema version %d to %d", self.uri, version, SCHEMA_VERSION)
 
     def _check_meta(self) -> None:
         meta = self.meta()
@@ -677,10 +694,10 @@ class Connection:
                 f"The data directory {self.uri!r} was written by a newer tiermem (schema version {version}; "
                 f"this one reads version {SCHEMA_VERSION}). Upgrade tiermem, or use another --data-dir."
             )
-        if version < SCHEMA_VERSION:
-            self._migrate()
-        if meta.get(REEMBEDDING) and not self._reembedding:
+        if meta.get(REEMBEDDING) and not self._reembedding:  # before migrating: see ``_migrate``
             raise unfinished_reembed(self.uri, meta)
+        if version < SCHEMA_VERSION or missing_columns(self.tables):
+            self._migrate()
         if meta.get("embedding_model") != self.embedding_model or meta.get("embedding_dim") != str(self.embedding_dim):
             raise SchemaError(
                 f"The data directory {self.uri!r} holds vectors of embedding model "

@@ -54,6 +54,9 @@ class Filter:
     payload_holds: str | None = None
     plumbing_results: bool | None = None  # False: no tool result of the agent loop's plumbing (``TOOL_PLUMBING``)
     plumbing: bool | None = None  # messages that are the agent loop's plumbing (True) or not (False; ``is_plumbing``)
+    # messages whose plumbing is undecided (True: null, rows a tiermem before schema 3 wrote) or decided (False)
+    undecided: bool | None = None
+    may_be_plumbing: bool | None = None  # messages that may be plumbing (True: ``MAY_BE_PLUMBING``) or cannot be
     # rows whose keyword text lacks the bigrams it should have: (n, expressions): for one of these regular
     # expressions, the ``text`` column's first n characters match it and its line of bigrams (from
     # ``records.KEYWORD_LINE`` to the line's end) does not, or it has no such line (``regexp_like``, in the store)
@@ -120,16 +123,22 @@ def with_plumbing(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "plumbing": is_plumbing(r.get("role"), r.get("payload"))} for r in rows]
 
 
-def _names(tools: Iterable[str]) -> str:
-    """Whether a row's payload names one of ``tools`` anywhere (false for a row without a payload): a superset of
-    ``is_plumbing``'s rows, read once by the migration that adds the column (``schemas.migrate``)."""
-    named = '"name":\\s*"(' + "|".join(tools) + ')"'
-    return f"coalesce(regexp_like(payload, {sql_str(named)}), false)"
+# Written in a JSON string, a character of a tool's name (ASCII) is itself or an escape ``\\u00XX``
+ESCAPED_ASCII = "\\u00"
 
 
-# What the migration to schema 3 writes in the ``plumbing`` column of the rows stored before it, in the store (then
-# narrowed to ``is_plumbing``'s rows: ``schemas.migrate``)
-NAMED_PLUMBING = f"((role = 'tool' AND {_names(PLUMBING_RESULTS)}) OR (role = 'assistant' AND {_names((SEARCHING,))}))"
+def _may_name(tools: Iterable[str]) -> str:
+    """Whether a row's payload may name one of ``tools`` (false for a row without a payload): it holds the name as
+    written, or an escaped ASCII character (a name written with one, ``"send\\u005fmessage"``, is the same name)."""
+    held = [f"strpos(payload, {sql_str(t)}) > 0" for t in (*tools, ESCAPED_ASCII)]
+    return f"coalesce({' OR '.join(held)}, false)"
+
+
+# A superset of ``is_plumbing``'s rows, in the store: the only rows whose payloads the rows' plumbing is decided from
+# where an older tiermem left it undecided (``schemas.settle_plumbing``); every other row is no plumbing
+MAY_BE_PLUMBING = (
+    f"((role = 'tool' AND {_may_name(PLUMBING_RESULTS)}) OR (role = 'assistant' AND {_may_name((SEARCHING,))}))"
+)
 TOOL_PLUMBING = "(role = 'tool' AND coalesce(plumbing, false))"  # a tool result of the loop's plumbing
 
 
@@ -203,6 +212,10 @@ def compile_filter(where: Filter | None) -> str | None:
         clauses.append("(" + " OR ".join(f"strpos(payload, {sql_str(w)}) > 0" for w in sorted(written)) + ")")
     if where.plumbing is not None:
         clauses.append("coalesce(plumbing, false)" if where.plumbing else "NOT coalesce(plumbing, false)")
+    if where.undecided is not None:
+        clauses.append("plumbing IS NULL" if where.undecided else "plumbing IS NOT NULL")
+    if where.may_be_plumbing is not None:
+        clauses.append(MAY_BE_PLUMBING if where.may_be_plumbing else f"NOT {MAY_BE_PLUMBING}")
     if where.plumbing_results is not None:
         clauses.append(TOOL_PLUMBING if where.plumbing_results else f"NOT {TOOL_PLUMBING}")
     if where.text_holds is not None:

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..base.errors import SchemaError
-from .query import NAMED_PLUMBING, Filter, compile_filter, is_plumbing
+from .query import Filter, compile_filter, is_plumbing
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +25,16 @@ KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "3"
 # The meta key set once no message's keyword text holds what a tool returned (an answer after a tool call holds the
 # last thing said before the call: ``archive.context_of``; tiermem before schema 3 wrote the result there). A new store
 # is created with it; an older one gets it once ``tiermem optimize`` has written those rows' keyword texts anew
-# (``keyword_context.recontext``). A tiermem that wrote such rows reads schema 2 at most, so refuses a store marked.
+# (``keyword_context.recontext``). A tiermem that writes such rows reads schema 2 at most, so refuses to open a store
+# marked; one that opened it before its migration and still runs may write them: its rows come without ``plumbing``,
+# and ``tiermem optimize``, deciding those (``settle_plumbing``), unmarks the store (so does a store given its columns
+# again: ``missing_columns``).
 KEYWORD_CONTEXT = "keyword_context"
 PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
 # Columns of a table that the store decides from the row's others as it writes it (``query.with_plumbing``): no backup
 # holds them, and a restored row is given them again
 DERIVED = {"messages": ("plumbing",)}
-PLUMBING_BATCH = 1000  # rows corrected in one update by the migration to schema 3
+PLUMBING_BATCH = 1000  # rows decided in one update by ``settle_plumbing``
 
 
 def table_schemas(dim: int) -> dict[str, pa.Schema]:
@@ -198,16 +201,18 @@ def table_names(db: Any) -> list[str]:
 
 def migrate(uri: str, version: int, tables: dict[str, Any]) -> None:
     """Bring the ``tables`` of a store of schema ``version`` up to ``SCHEMA_VERSION`` (the caller holds the store's
-    creation lock and records the new version in the meta table once this returns). Each step leaves alone what an
-    earlier run of it did (a migration interrupted part way), so a migration run again finishes what one began.
+    creation lock and its reembed lock, refuses a store a reembed marked, and records the new version in the meta
+    table once this returns). Each step does only what is not done yet, so a migration cut short is finished by the
+    next open, and so is a store recorded at version 3 that lacks a column (``missing_columns``: a tiermem before
+    schema 3's `tiermem reembed` swapped in copies of its tables without it).
 
     1 -> 2: a nullable ``project`` column added to messages and passages (LanceDB ``add_columns``: a new column of
     nulls, no row rewritten).
-    2 -> 3: ``plumbing`` added to messages, computed in the store from each row's role and payload
-    (``query.NAMED_PLUMBING``: the payload names a plumbing tool anywhere; one read of the payloads, no row
-    rewritten), then the rows it marked are read and those that are not ``query.is_plumbing``'s (the name quoted
-    elsewhere than as the row's own tool) set false."""
-    if version not in (1, 2):  # no released schema before version 1: anything else is not ours to read
+    2 -> 3: ``plumbing`` added to messages (nulls), then decided (``settle_plumbing``). Rows an older tiermem writes
+    after the migration (a server still running; one started after a migration cut short) come without it: they are
+    left undecided (null, no plumbing to a search) until the next migration run or ``tiermem optimize`` decides
+    them."""
+    if version not in (1, 2, SCHEMA_VERSION):  # no released schema before version 1: not ours to read
         raise SchemaError(
             f"The data directory {uri!r} has schema version {version}, which this tiermem cannot migrate. "
             "Export it with the tiermem that wrote it, or use another --data-dir."
@@ -219,20 +224,46 @@ def migrate(uri: str, version: int, tables: dict[str, Any]) -> None:
             log.info("store %s: added the project column to %s (schema version 1 -> 2)", uri, name)
     messages = tables["messages"]
     if "plumbing" not in messages.schema.names:
-        messages.add_columns({"plumbing": NAMED_PLUMBING})
+        messages.add_columns(pa.field("plumbing", pa.bool_(), nullable=True))
         log.info("store %s: added the plumbing column to messages (schema version 2 -> 3)", uri)
-    wrong = [
-        str(i)
-        for batch in messages.search()
-        .where(compile_filter(Filter(plumbing=True)))
+    decided = settle_plumbing(messages)
+    if decided:
+        log.info("store %s: decided whether %d message(s) are the agent loop's plumbing", uri, decided)
+
+
+def missing_columns(tables: dict[str, Any]) -> list[str]:
+    """The columns of schema ``SCHEMA_VERSION`` the tables lack ("table.column"): none once migrated, unless a
+    tiermem of an older schema replaced a table since (its `tiermem reembed`'s copies)."""
+    wanted = [(name, "project") for name in PROJECT_TABLES] + [("messages", "plumbing")]
+    return [f"{name}.{column}" for name, column in wanted if column not in tables[name].schema.names]
+
+
+def settle_plumbing(messages: Any) -> int:
+    """Decide the ``plumbing`` column of the messages whose column is null (the rows of a store migrated to schema 3,
+    and those an older tiermem wrote since), exactly as ``Rows`` writes it (``query.is_plumbing``); returns the rows
+    decided. Cheap when there are none (a count of nulls). The rows that cannot be plumbing (``MAY_BE_PLUMBING``:
+    their payload holds no plumbing tool's name, nor any escaped character) are set false in the store; the payloads
+    of the others are read and each decided by ``is_plumbing``. Only rows still undecided are written (a row written
+    meanwhile by this tiermem is decided already), and a row written after the read stays undecided for the next
+    run."""
+    if not messages.count_rows(compile_filter(Filter(undecided=True))):
+        return 0
+    decided = int(messages.count_rows(compile_filter(Filter(undecided=True, may_be_plumbing=False))))
+    if decided:
+        messages.update(where=compile_filter(Filter(undecided=True, may_be_plumbing=False)), values={"plumbing": False})
+    rows = (
+        messages.search()
+        .where(compile_filter(Filter(undecided=True)))
         .select(["id", "role", "payload"])
         .limit(None)
         .to_batches()
-        for i, role, payload in zip(*(batch.column(c).to_pylist() for c in ("id", "role", "payload")), strict=True)
-        if not is_plumbing(role, payload)
-    ]
-    for start in range(0, len(wrong), PLUMBING_BATCH):
-        where = compile_filter(Filter(ids=tuple(wrong[start : start + PLUMBING_BATCH])))
-        messages.update(where=where, values={"plumbing": False})
-    if wrong:
-        log.info("store %s: %d message(s) quoting a plumbing tool's name are not plumbing", uri, len(wrong))
+    )
+    verdicts: dict[bool, list[str]] = {True: [], False: []}
+    for batch in rows:
+        for i, role, payload in zip(*(batch.column(c).to_pylist() for c in ("id", "role", "payload")), strict=True):
+            verdicts[is_plumbing(role, payload)].append(str(i))
+    for verdict, ids in verdicts.items():
+        for start in range(0, len(ids), PLUMBING_BATCH):
+            where = compile_filter(Filter(undecided=True, ids=tuple(ids[start : start + PLUMBING_BATCH])))
+            messages.update(where=where, values={"plumbing": verdict})
+    return decided + len(verdicts[True]) + len(verdicts[False])

@@ -17,7 +17,7 @@ from .appends import GroupAppend
 from .boundary import commit_with_retries, reads, writes
 from .connection import Connection
 from .query import Filter, compile_filter, with_plumbing
-from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
+from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX, settle_plumbing
 
 log = logging.getLogger(__name__)
 
@@ -190,17 +190,29 @@ class Rows:
                 t.merge_insert("id").when_matched_update_all().execute(rows)
             self.conn.wrote(len(rows), table)
 
+    @writes("the plumbing column of messages")
+    def settle_plumbing(self) -> int:
+        """Decide the ``plumbing`` column of the messages an older tiermem wrote without it since the store was
+        migrated (``schemas.settle_plumbing``: a count of undecided rows when there are none); returns the rows
+        decided."""
+        with self.conn.writing("messages"):
+            decided = settle_plumbing(self.conn.tables["messages"])
+        if decided:
+            self.conn.wrote(decided, "messages")
+        return int(decided)
+
     def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(the row)``; returns the
         rows written (those whose text changes). Only rows still stored are written: one another process deleted
-        since its id was read stays deleted (an update, never an insert). A commit conflict reads the rows again, at
-        the table's newest version, and tries again (``commit_with_retries``)."""
+        since its id was read stays deleted (an update, never an insert). The rows are read at the table's newest
+        version (not one ``read_staleness`` old: the row is written whole, so a change of it made under a lock the
+        caller holds now is read, never written over), and read again so after a commit conflict
+        (``commit_with_retries``)."""
         t = self.conn.tables[table]
         where = compile_filter(Filter(ids=tuple(ids)))
 
         def attempt(n: int) -> int:
-            if n:  # from the newest version, not the one a lost commit started from (``read_staleness``)
-                t.checkout_latest()
+            t.checkout_latest()  # the newest version, not the one a lost commit started from
             rows: list[dict[str, Any]] = t.search().where(where).limit(None).to_list()
             changed = []
             for r in rows:

@@ -35,6 +35,7 @@ async def _blocks(c: Client) -> dict[str, dict[str, Any]]:
 @pytest.mark.anyio
 async def test_update_block_header_patches_the_block_it_names(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "status: open"})
         await c.call_tool("memory", {"command": "create", "path": "/memories/project", "file_text": "status: open"})
         # the label argument is not what Letta patches: the header names the block
@@ -56,6 +57,7 @@ async def test_update_block_header_patches_the_block_it_names(settings: Settings
 @pytest.mark.anyio
 async def test_multi_block_add_update_and_move(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\n\nLikes tea"})
         patch = (
             "*** Begin Patch\n"
@@ -113,6 +115,7 @@ async def test_a_failing_multi_block_patch_changes_nothing(settings: Settings) -
     locked = BlockSpec(label="locked", value="fixed", read_only=True)
     settings = settings.model_copy(update={"default_blocks": [*settings.default_blocks, locked]})
     async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "status: open"})
         await c.call_tool("memory", {"command": "create", "path": "/memories/small", "file_text": "x"})
         before = await _blocks(c)
@@ -295,6 +298,7 @@ async def test_crlf_patches_apply_as_in_letta(settings: Settings) -> None:
     # Letta reads a patch's lines with splitlines: CRLF line ends (a client on Windows) patch as LF ones do, in one
     # block's hunks and in a multi-block patch alike; no carriage return reaches a block.
     async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea"})
         text, failed = await _call(c, label="human", patch="@@\r\n Name: Ada\r\n-Likes tea\r\n+Likes coffee\r\n")
         assert not failed, text

@@ -364,8 +364,12 @@ async def test_a_rethink_over_an_edit_the_model_has_not_seen_is_refused_until_it
         assert not (await a.call_tool("memory_insert", {"label": "human", "new_string": "Born 1815."})).is_error
         r = await a.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada (1815)"})
         assert not r.is_error, text_of(r)
-        # a client that never viewed the block: its rethink replaces the value as it stands (as before)
+        # a client that never viewed the block but in the instructions it connected with: its rethink replaces the
+        # value as it stands; without a session, where the instructions count for no client, after one refusal
         r = await b2.call_tool("memory_rethink", {"label": "persona", "new_memory": "I am helpful."})
+        if mode == "auto":
+            assert r.is_error and "has not been shown to you whole by this server" in text_of(r), text_of(r)
+            r = await b2.call_tool("memory_rethink", {"label": "persona", "new_memory": "I am helpful."})
         assert not r.is_error, text_of(r)
 
 

@@ -189,6 +189,7 @@ def test_a_revert_to_the_value_a_block_holds_writes_nothing_and_says_so(
 @pytest.mark.anyio
 async def test_memory_revert_says_when_the_block_holds_that_value_already(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada"})
         r = await c.call_tool("memory_revert", {"label": "human", "version": 2})
         assert text_of(r) == "Block 'human' already holds version 2's value; nothing was written. Its value:\nName: Ada"

@@ -148,6 +148,7 @@ async def snapshot(c: Client) -> dict[str, object]:
 
 async def test_hostile_battery(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea\nLikes tea"})
         await c.call_tool("archival_memory_insert", {"content": "seed fact", "tags": ["seed"]})
         await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": "seed message"}]})

@@ -124,6 +124,7 @@ async def test_s3_serve_edit_search_restart_doctor_optimize_export_import(tmp_pa
             await ok(c, "core_memory_replace", {"label": "human", "old_content": "tea", "new_content": "green tea"})
             await ok(c, "memory_insert", {"label": "human", "new_string": "Lives in Oslo", "insert_line": 0})
             await ok(c, "memory_replace", {"label": "human", "old_string": "Oslo", "new_string": "Bergen"})
+            await ok(c, "memory_open", {"label": "persona"})  # a rethink needs a view first (sessionless)
             await ok(c, "memory_rethink", {"label": "persona", "new_memory": "I am a careful assistant."})
             if "memory_apply_patch" in names:
                 await ok(

@@ -30,7 +30,8 @@ async def test_a_server_whose_agent_was_deleted_elsewhere_names_it_and_serves_th
     other = open_memory(settings, start_embedder=False)  # another process: its deletion is not heard in the server's
     other.create_agent("proj")
     server = serve_in_process(settings)
-    async with Client(server, cache=None) as c:
+    # sessions of their own (legacy): the instructions each connects with show it the blocks
+    async with Client(server, cache=None, mode="legacy") as c:
         r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "v1"})
         assert not r.is_error, text_of(r)
         other.delete_agent(other.get_agent("proj").id)
@@ -49,6 +50,6 @@ async def test_a_server_whose_agent_was_deleted_elsewhere_names_it_and_serves_th
         assert "v2" in "".join(
             getattr(x, "text", "") for x in (await c.read_resource("memory://blocks/human")).contents
         )
-    async with Client(server, cache=None) as c:  # a new session of the same server (an HTTP client's next one)
+    async with Client(server, cache=None, mode="legacy") as c:  # a new session of the same server (as over HTTP)
         r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "v3"})
         assert not r.is_error and other.block(made, "human").value == "v3"

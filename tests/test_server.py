@@ -88,6 +88,7 @@ def test_serve_refuses_an_empty_tools_setting(tmp_path: Path) -> None:
 
 async def test_core_tools_success_paths(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         assert text_of(await call(c, "memory_rethink", label="human", new_memory="Name: Ada")) == "Name: Ada"
         assert (
             text_of(await call(c, "core_memory_append", label="human", content="Likes tea")) == "Name: Ada\nLikes tea"
@@ -114,6 +115,7 @@ async def test_core_tools_success_paths(settings: Settings) -> None:
 
 async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await call(c, "memory_rethink", label="human", new_memory="x x\ny")
         cases = [
             (
@@ -187,6 +189,7 @@ async def test_edit_errors_name_the_arguments_the_tool_took(settings: Settings) 
     new_str: each refused with an error naming the argument as the calling tool spells it, and nothing written."""
     small = settings.model_copy(update={"tools": ["all"], "max_content_chars": 50})
     async with Client(serve_in_process(small), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await call(c, "memory_rethink", label="human", new_memory="Likes tea")
         await call(c, "memory", command="create", path="/memories/empty", file_text="")
         big = "y" * 51
@@ -377,6 +380,7 @@ async def test_resources_and_prompt(settings: Settings) -> None:
         assert uris["memory://blocks/human"].meta["limit"] == 5000
         templates = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
         assert "memory://blocks/{label}" in templates
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await call(c, "memory_rethink", label="human", new_memory="Name: Ada")
         human = (await c.read_resource("memory://blocks/human")).contents[0]
         assert human.text == "Name: Ada"

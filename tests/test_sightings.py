@@ -5,18 +5,23 @@ it reads count; a view answered late never takes the record back; stateless HTTP
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import pytest
 from mcp import Client
 
 from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.base.records import from_us, to_us
 from tiermem.domain import blocks as b
+from tiermem.domain import memory as memory_module
 from tiermem.domain.memory import Memory
 from tiermem.server.sightings import Sightings
 
@@ -220,15 +225,14 @@ async def test_core_memory_view_shows_a_detached_block_by_its_name_alone(setting
         assert "Secret step." in other.block(agent, "notes").value
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_the_blocks_the_instructions_show_whole_are_seen_at_connect(mode: Any, settings: Settings) -> None:
-    """The instructions (the ``initialize`` answer's, or ``server/discover``'s) show the pinned blocks whole: the
-    client's model has seen them, so a rethink right after connecting goes through, and one after another process's
-    edit since is refused for it; a detached block, which they name alone, is not seen."""
+async def test_the_blocks_the_instructions_show_whole_are_seen_at_connect(settings: Settings) -> None:
+    """The instructions (the ``initialize`` answer's, on a protocol with a connection per client) show the pinned
+    blocks whole: the client's model has seen them, so a rethink right after connecting goes through, and one after
+    another process's edit since is refused for it; a detached block, which they name alone, is not seen."""
     server = serve_in_process(settings)
     other, agent = serve_in_process(settings).runtime.handle.get()
     other.create_block(agent, BlockSpec(label="notes", value="Plan: ship", metadata={"pinned": "false"}))
-    async with Client(server, cache=None, mode=mode) as c:
+    async with Client(server, cache=None, mode="legacy") as c:
         assert "<human>" in (c.instructions or "") and "Plan: ship" not in (c.instructions or "")
         await ok(c, "memory_rethink", label="human", new_memory="Name: Ada")
         other.edit(agent, "persona", b.Append("Speaks French."))
@@ -356,3 +360,161 @@ async def test_a_version_is_known_by_its_number_and_commit_time_on_each_store(me
     with pytest.raises(ConflictError, match="has not been shown to you whole by this server"):
         memory.edit(again, "human", b.Rethink("Name: Ada"), seen={})
     assert memory.block(again, "human").value.endswith("Likes tea.")
+
+
+async def test_a_sessionless_clients_connect_is_not_seen_by_the_others(settings: Settings) -> None:
+    """From protocol 2026-07-28 every client of the server is one record: the instructions ``server/discover`` gives
+    one client do not count as seen (another client connecting would make a stale rethink of the first one's pass).
+    A rethink right after connecting is refused once, showing the block, and the one written from that goes through."""
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with Client(server, cache=None, mode="auto") as x:
+        assert "<persona>" in (x.instructions or "")
+        other.edit(agent, "persona", b.Append("Speaks French."))  # after x's model was shown persona version 1
+        async with Client(server, cache=None, mode="auto") as y:  # another client connects: shown version 2
+            assert "Speaks French." in (y.instructions or "")
+        r = await x.call_tool("memory_rethink", {"label": "persona", "new_memory": "I am terse."})
+        assert r.is_error and "has not been shown to you whole by this server" in text_of(r), text_of(r)
+        assert "Speaks French." in text_of(r) and "Speaks French." in other.block(agent, "persona").value
+        await ok(x, "memory_rethink", label="persona", new_memory="I am terse. I speak French.")
+
+
+@pytest.mark.parametrize("commit", ["describe", "several blocks"])
+async def test_an_own_commit_over_a_block_made_again_does_not_make_it_seen(commit: str, settings: Settings) -> None:
+    """The client saw version 2 of ``human``; the block is deleted and made again under its id, and another writer
+    brings the new one to version 2 with a value the model never saw. The client's own edit whose answer does not
+    show the value commits version 3 on top of that other version 2: it is not on top of what the client saw (the
+    number alone matches), so the rethink after it is refused instead of dropping the other writer's value."""
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory_insert", label="human", new_string="Name: Ada")  # version 2 of the old block, shown
+        seen = other.block(agent, "human")
+        other.delete_agent(agent)
+        again = other.ensure_agent("default").id
+        other.edit(again, "human", b.Append("Name: Bob"))  # the new block's version 2: never shown to the client
+        made = other.block(again, "human")
+        assert (made.id, made.version) == (seen.id, seen.version)
+        if commit == "describe":
+            await ok(c, "memory", command="rename", path="/memories/human", description="About the user")
+        else:
+            patch = "*** Begin Patch\n*** Update Block: human\n@@\n+Has a cat.\n*** End Patch"
+            await ok(c, "memory_apply_patch", label="", patch=patch)
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada Lovelace"})
+        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        assert "Name: Bob" in other.block(again, "human").value
+
+
+async def test_a_read_only_blocks_rethink_is_refused_for_that_first(settings: Settings) -> None:
+    """A rethink of a read-only block the client was not shown is refused for being read-only, not first for being
+    unseen (the model would view it, write the rethink again and only then learn it could not be done); the same
+    for a block changed since the client's view, and for a value over the block's limit."""
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with Client(server, cache=None) as c:
+        other.create_block(agent, BlockSpec(label="rules", value="Be kind.", read_only=True))  # after the handshake
+        r = await c.call_tool("memory_rethink", {"label": "rules", "new_memory": "Be terse."})
+        assert r.is_error and "read-only" in text_of(r) and "not been shown" not in text_of(r), text_of(r)
+        await ok(c, "memory_open", label="rules")
+        other.update_block(agent, "rules", value="Be kind. Be brief.")
+        r = await c.call_tool("memory_rethink", {"label": "rules", "new_memory": "Be terse."})
+        assert r.is_error and "read-only" in text_of(r) and "changed since" not in text_of(r), text_of(r)
+        other.create_block(agent, BlockSpec(label="short", value="Hi", limit=10))
+        r = await c.call_tool("memory_rethink", {"label": "short", "new_memory": "x" * 11})
+        assert r.is_error and "Exceeds 10 character limit" in text_of(r), text_of(r)
+    assert other.block(agent, "rules").value == "Be kind. Be brief."
+
+
+def _sessionless() -> Any:
+    """A request's context on the sessionless protocol (2026-07-28): the server's one client there."""
+    return SimpleNamespace(request_context=SimpleNamespace(session=SimpleNamespace(protocol_version="2026-07-28")))
+
+
+async def test_a_deleted_block_leaves_the_sessionless_record(settings: Settings) -> None:
+    """The sessionless record is every client's, for as long as the server runs: a block deleted through the server
+    leaves it (its sighting would otherwise stay for good)."""
+    server = serve_in_process(settings)
+    async with Client(server, cache=None, mode="auto") as c:
+        await ok(c, "memory", command="create", path="/memories/plans", file_text="Ship v1")
+        await ok(c, "memory_open", label="plans")
+        memory, agent = server.runtime.handle.get()
+        block_id = memory.block(agent, "plans").id
+        assert block_id in (server.runtime.sightings.of(_sessionless()) or {})
+        await ok(c, "memory", command="delete", path="/memories/plans")
+        assert block_id not in (server.runtime.sightings.of(_sessionless()) or {})
+
+
+def test_a_record_keeps_the_blocks_written_last(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record holds at most ``MAX_SIGHTINGS`` blocks: past that, the one written longest ago goes (its next rethink
+    is refused once, showing the block), a block seen again counting as written then."""
+    from tiermem.server import sightings as sightings_module
+
+    monkeypatch.setattr(sightings_module, "MAX_SIGHTINGS", 2)
+    agent = memory.ensure_agent("default").id
+    block = memory.block(agent, "human")
+    a, b_, c = (replace(block, id=name) for name in ("a", "b", "c"))
+    sightings = Sightings()
+    for shown in (a, b_, a, c):
+        sightings.saw(_sessionless(), [shown], sightings.mark())
+    assert set(sightings.of(_sessionless()) or {}) == {"a", "c"}
+
+
+def _old_to_us(t: datetime) -> int:
+    """``to_us`` as it was, through a float: some times after 2038 came back a microsecond off."""
+    return int(t.timestamp() * 1_000_000)
+
+
+def _moved_times() -> Callable[[], datetime]:
+    """A clock in 2040 whose every time a float's microseconds move (``_old_to_us``)."""
+    start, ticks = datetime(2040, 8, 5, 7, 54, 52, 194421, tzinfo=UTC), itertools.count()
+
+    def clock() -> datetime:
+        while True:
+            t = start + timedelta(seconds=next(ticks), microseconds=1)
+            if datetime.fromtimestamp(_old_to_us(t) / 1_000_000, tz=UTC) != t:
+                return t
+
+    return clock
+
+
+def test_a_time_after_2038_reads_back_exactly() -> None:
+    """Times are kept as microseconds since the epoch (``to_us``, ``from_us``), exactly: a commit time read back is
+    the one written, which is how a version the model saw is known."""
+    t = _moved_times()()
+    assert _old_to_us(t) != to_us(t) and from_us(to_us(t)) == t
+    assert (
+        to_us(t.replace(tzinfo=None)) == to_us(t) == (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    )
+    assert from_us(np.int64(to_us(t))) == t  # as a table's row may hold it
+
+
+def test_a_commit_time_after_2038_is_the_one_the_store_gives_back(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On each core store, read without its cache (another process's view), a block's commit time in 2040 is the
+    one its commit made, so a rethink from the version an edit's answer showed goes through."""
+    from tiermem.core.objects import ObjectCore
+    from tiermem.core.sqlite import SqliteCore
+
+    monkeypatch.setattr(memory_module, "now", _moved_times())
+    agent = memory.ensure_agent("default").id
+    shown = memory.edit(agent, "human", b.Append("Name: Ada"))
+    core = memory.core
+    fresh = SqliteCore(core.path) if isinstance(core, SqliteCore) else ObjectCore(cast(ObjectCore, core).bucket)
+    stored = fresh.get_block(shown.id)
+    assert stored is not None and (stored.version, stored.updated_at) == (shown.version, shown.updated_at)
+    memory.edit(agent, "human", b.Rethink("Name: Ada Lovelace"), seen={shown.id: (shown.version, shown.updated_at)})
+
+
+async def test_an_own_create_after_2038_is_seen_after_the_cache_is_read_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block the client's call created in 2040 is seen at the commit time the commit made; after another process's
+    edit the server reads the store again, and the block's commit time there is that one: the rethink goes through."""
+    monkeypatch.setattr(memory_module, "now", _moved_times())
+    server = serve_in_process(settings)
+    other, agent = serve_in_process(settings).runtime.handle.get()
+    async with Client(server, cache=None) as c:
+        await ok(c, "memory", command="create", path="/memories/plans", file_text="Ship v1")
+        other.edit(agent, "human", b.Append("Likes tea."))  # another process writes: the server's cache is read again
+        assert await ok(c, "memory_rethink", label="plans", new_memory="Ship v2") == "Ship v2"

@@ -389,6 +389,7 @@ async def test_structured_results_match_their_output_schemas(settings: Settings)
 
 async def test_memory_view_directory_and_file(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_open", {"label": "human"})  # a rethink needs a view first (sessionless)
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea\nLives in Lyon"})
         await c.call_tool(
             "memory",

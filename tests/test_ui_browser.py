@@ -411,6 +411,7 @@ def test_block_view_renders_as_an_mcp_app(site: Site, browser: Any) -> None:
         async with Client(server, cache=None) as c:
             html = (await c.read_resource(BLOCKS_URI)).contents[0].text
             first = await c.call_tool("memory_blocks_view", {})
+            await c.call_tool("memory_open", {"label": "persona"})  # a rethink needs a view first (sessionless)
             await c.call_tool("memory_rethink", {"label": "persona", "new_memory": "I keep notes on compilers."})
             second = await c.call_tool("memory_blocks_view", {})
             return html, [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in (first, second)]

@@ -6,7 +6,7 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from .errors import ValidationError
@@ -16,6 +16,8 @@ ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
 
 _NAMESPACE = uuid.UUID("5b0f7a52-3c1e-4f5e-9a59-7e2d3c2f7d11")
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 # -- ids and times ------------------------------------------------------------------
@@ -26,13 +28,16 @@ def now() -> datetime:
 
 
 def to_us(dt: datetime) -> int:
+    """``dt`` (naive: UTC) in microseconds since the epoch, exactly (through no float: a float's rounding moves some
+    times a microsecond, and a commit time read back must be the one written)."""
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1_000_000)
+    return (dt - EPOCH) // _MICROSECOND
 
 
 def from_us(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+    """The UTC time ``us`` microseconds after the epoch, exactly: ``to_us``'s inverse."""
+    return EPOCH + timedelta(microseconds=int(us))  # int: a row may hold a numpy integer
 
 
 def new_id(prefix: str) -> str:

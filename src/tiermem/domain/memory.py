@@ -102,8 +102,9 @@ class Change:
     agent_ids: tuple[str, ...]
     label: str | None = None
     version: int | None = None  # a block_updated's new version
-    block_id: str | None = None  # a block_updated's block
+    block_id: str | None = None  # a block_updated's block; a blocks_changed's created (version 1) or detached one
     updated_at: datetime | None = None  # a block_updated's new version's commit time (with ``version``: which one)
+    parent: tuple[int, datetime] | None = None  # a block_updated's: the version committed on top of, and its time
 
 
 Listener = Callable[[Change], None]
@@ -543,6 +544,7 @@ class Memory:
         block = self.block(agent_id, label)
         saw = seen.get(block.id) if seen is not None and isinstance(edit, rules.Rethink) else None
         if seen is not None and isinstance(edit, rules.Rethink) and saw is None:
+            self._refusal_first(block, edit, actor)
             raise _unseen(block)
         return self._edit(block, edit, actor=actor, expected_version=expected_version, seen=saw)
 
@@ -563,6 +565,7 @@ class Memory:
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
             if seen is not None and (current.version, current.updated_at) != seen:
+                self._refusal_first(current, edit, actor)
                 raise _unseen_change(current, seen[0])  # it would drop edits the model has not seen
             if isinstance(edit, rules.Rethink) and current.value not in (block.value, edit.new):
                 raise _replaced_meanwhile(block, current)  # re-applying it would overwrite the other writer's edit
@@ -571,6 +574,12 @@ class Memory:
             )
 
         return self._commit(block, change, operation=edit.operation, actor=actor)
+
+    def _refusal_first(self, block: Block, edit: rules.Edit, actor: str) -> None:
+        """Raise what ``edit`` of ``block`` would be refused for whatever the model saw (a read-only block, the limit,
+        a credential): a rethink refused as unseen is refused for that first, not again after the model's view."""
+        value = rules.apply_edit(block, edit, enforce_read_only=actor not in ("human", "doctor"))
+        self._without_secrets(replace(block, value=value), block, actor)
 
     def update_block(
         self,
@@ -835,7 +844,7 @@ class Memory:
                 block = self._commit(block, lambda current: current, operation=operation, actor=actor, record=True)
         except (StoreError, ConflictError) as exc:  # the block is deleted all the same: say so, not that it failed
             log.warning("block %r was deleted, but its reason could not be recorded in its history: %s", label, exc)
-        self._emit(Change("blocks_changed", (agent_id,)))
+        self._emit(Change("blocks_changed", (agent_id,), block.label, block_id=block.id))
         return block
 
     # -- folders and files, as the tools ask for them (``memory.files``) -----------------
@@ -1186,7 +1195,8 @@ class Memory:
                 agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
                 if agents is not None:
                     c = committed
-                    self._emit(Change("block_updated", agents, c.label, c.version, c.id, c.updated_at))
+                    parent = (current.version, current.updated_at)
+                    self._emit(Change("block_updated", agents, c.label, c.version, c.id, c.updated_at, parent))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
                 current = self.core.get_block(block_id)

@@ -323,7 +323,8 @@ def build_server(
 
     async def instruct(client: str | None, request: Any) -> str:
         """The instructions for the client named ``client``: what it can do, and core memory as it is now; the blocks
-        they show whole count as seen by the client (``request``'s): its model is shown them at connect."""
+        they show whole count as seen by the client (``request``'s connection; not on a sessionless protocol, where
+        every client is one: ``Sightings.connected``): its model is shown them at connect."""
         budget = briefing.budget_for(client, settings.instructions_max_chars)
         since = runtime.sightings.mark()
         blocks = await runtime.blocks_now(INSTRUCTIONS_WAIT)
@@ -332,7 +333,7 @@ def build_server(
             blocks, names, budget, editors=editors, dialect=settings.memory_tool_dialect, directories=directories
         )
         if blocks is not None:
-            runtime.sightings.saw(Request(request), briefing.shown_whole(blocks, text), since)
+            runtime.sightings.connected(Request(request), briefing.shown_whole(blocks, text), since)
         return text
 
     server = TiermemServer(

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -120,6 +120,8 @@ class Settings(BaseSettings):
     # A LanceDB URI overriding data_dir for the store, e.g. "s3://bucket/tiermem".
     uri: str | None = None
     storage_options: dict[str, str] = Field(default_factory=dict)
+    # Not a setting: a bulk command's (object_deadlines.BULK_COMMANDS) longer deadlines, for LanceDB's store only
+    _bulk: bool = PrivateAttr(default=False)
     # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
     # for a local data directory, one object per block under the uri for object storage; "sqlite" or "object"
     # force one ("lancedb", the layout of older versions, is refused with the way out: LANCEDB_RETIRED).
@@ -331,6 +333,22 @@ class Settings(BaseSettings):
 
     def store_uri(self) -> str:
         return self.uri or str(self.resolved_data_dir() / "db")
+
+    def for_bulk(self) -> Settings:
+        """These settings for a bulk command (``object_deadlines.BULK_COMMANDS``): LanceDB's store takes longer
+        deadlines (``lance_storage_options``); ``storage_options``, which the core state's client takes, is kept."""
+        bulk = self.model_copy()
+        bulk._bulk = True
+        return bulk
+
+    def lance_storage_options(self) -> dict[str, str] | None:
+        """The ``storage_options`` LanceDB's store is opened with: a bulk command's longer deadlines added
+        (``object_deadlines.for_bulk``); None when there are none (a local directory)."""
+        if not self._bulk:
+            return self.storage_options or None
+        from .object_deadlines import for_bulk
+
+        return for_bulk(self.uri, self.storage_options) or None
 
     def model_cache_dir(self) -> Path:
         return self.resolved_data_dir() / "models"

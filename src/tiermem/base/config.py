@@ -166,11 +166,12 @@ class Settings(BaseSettings):
     # memory grew by 4 MiB since the last time (0 disables); see memtrim.HeapKeeper.
     heap_trim_seconds: float = Field(default=1.0, ge=0, le=3600)
     # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
-    # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
-    watch_seconds: float = Field(default=2.0, ge=0)
+    # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless. At most a
+    # day (86400), as tools_watch_seconds: a longer wait is no poll (and overflows the watch's timer).
+    watch_seconds: float = Field(default=2.0, ge=0, le=86400)
     # On object storage, how often a server checks (one listing) whether another replica attached the agent's first
     # folder or detached its last, for its clients that subscribe to nothing (the file tools come or go); 0 disables.
-    tools_watch_seconds: float = Field(default=5.0, ge=0)
+    tools_watch_seconds: float = Field(default=5.0, ge=0, le=86400)
     system: str = ""
     # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
     # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.

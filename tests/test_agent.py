@@ -527,6 +527,47 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(
         await loop.wait_background()
 
 
+async def test_sleeptime_usage_is_reported_to_the_conversation_that_started_the_run(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    """One loop serves every agent_chat caller of a server: a sleep-time run's tokens are reported with the next result
+    of the conversation whose turn started it, never with another conversation's (another client's)."""
+    import anyio
+
+    from tiermem.agent.loop import AgentLoop, LoopSettings
+    from tiermem.agent.service import anthropic_provider
+    from tiermem.agent.toolhost import ServerTools
+
+    s = agent_settings(settings, fake)
+    server = build(s)
+    async with Client(server, cache=None):
+        memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
+        provider = anthropic_provider(s)
+        loop = AgentLoop(
+            memory,
+            agent_id,
+            ServerTools(server),
+            LoopSettings(sleeptime_frequency=1),
+            sleeptime_tools=ServerTools(server, only=("memory",)),
+            background_provider=provider,
+        )
+        fake.add(fa.text("Noted."), fa.tool("memory_finish_edits", {}))
+        first = await loop.turn("I like tea.", provider, "alice-thread")
+        await loop.wait_background()  # alice's sleep-time run ended
+        fake.add(fa.text("Hi Bob."), fa.tool("memory_finish_edits", {}))
+        bob = await loop.turn("hello", provider, "bob-thread")
+        assert first.sleeptime_usage.input_tokens == 0 and bob.sleeptime_usage.input_tokens == 0  # alice's run
+        await loop.wait_background()
+        fake.add(fa.text("Yes."), fa.tool("memory_finish_edits", {}))
+        again = await loop.turn("still there?", provider, "alice-thread")
+        assert again.sleeptime_usage.input_tokens == 100  # her first turn's run (bob's is his)
+        await loop.wait_background()
+        fake.add(fa.text("Bye."), fa.tool("memory_finish_edits", {}))
+        bob_again = await loop.turn("bye", provider, "bob-thread")
+        assert bob_again.sleeptime_usage.input_tokens == 100  # his first turn's run, reported once
+        await loop.wait_background()
+
+
 async def test_messages_logged_by_others_between_turns_reach_the_model(
     settings: Settings, fake: fa.FakeAnthropic
 ) -> None:

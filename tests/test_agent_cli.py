@@ -282,3 +282,20 @@ def test_ctrl_c_cancels_the_turn_not_the_chat(tmp_path: Path, fake: fa.FakeAnthr
     assert out.strip() == "second reply" and "Turn cancelled: your message is kept" in err
     second = json.dumps(fake.requests[-1]["messages"])
     assert "[An earlier message from the user that got no reply.]\\nfirst message" in second
+
+
+def test_chat_json_reports_the_sleep_time_run_its_turn_started(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    """`tiermem chat -m ... --json` runs one turn: the sleep-time run it starts is waited for before the result is
+    printed, and its tokens are in that result's `sleeptime_usage` (no later result would report them: it printed
+    zero). Interactive, the last turn's run ends after its result: stderr says its tokens at exit."""
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url, "TIERMEM_SLEEPTIME_FREQUENCY": "1"}
+    fake.add(fa.text("Noted."), fa.tool("memory_finish_edits", {}))
+    done = tiermem(tmp_path, "chat", "-m", "I like tea.", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["reply"] == "Noted." and result["sleeptime"] == "started"
+    assert result["sleeptime_usage"]["input_tokens"] == 100 and result["sleeptime_usage"]["output_tokens"] > 0
+    fake.add(fa.text("Hi."), fa.tool("memory_finish_edits", {}))
+    typed = tiermem(tmp_path, "chat", env=env, stdin="hello\n/quit\n")
+    assert typed.returncode == 0, typed.stderr
+    assert "(sleep-time agent since the last reply: 100 input tokens (0 cached)" in typed.stderr, typed.stderr

@@ -228,6 +228,33 @@ async def test_a_client_that_subscribes_to_nothing_hears_another_replicas_folder
         assert "open_files" in {t.name for t in (await c.list_tools()).tools}
 
 
+def test_the_watch_refuses_a_period_past_a_day_and_never_spins_on_a_failing_poll(tmp_path: Path) -> None:
+    """`tools_watch_seconds = 1e10` was taken: the watch's wait overflowed, so every tick failed at once (with a
+    misleading warning) and, with `watch_seconds = 0`, its thread spun (7,085 ticks a second). A period past a day is
+    refused by name; a poll that fails at once still waits before the next (``FAILED_POLL_MIN_SECONDS``)."""
+    import time
+
+    from tiermem.base.errors import ConfigError
+    from tiermem.server.notifier import Notifier
+    from tiermem.server.runtime import MemoryHandle
+
+    for name in ("tools_watch_seconds", "watch_seconds"):
+        with pytest.raises(ConfigError, match=rf"{name} \(--[a-z-]+\): Input should be less than or equal to 86400"):
+            load_settings(data_dir=tmp_path, **{name: 1e10})
+        assert getattr(load_settings(data_dir=tmp_path, **{name: 86400}), name) == 86400
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    memory = memory_over(store, core=ObjectCore.open(Bucket("memory://spin")))
+    agent = memory.ensure_agent("ada").id
+    handle = MemoryHandle(lambda: (memory, agent), agent="ada")
+    handle.get()
+    notifier = Notifier(handle, watch_seconds=0, tools_watch_seconds=1e10)  # past the bound: each poll fails at once
+    ticks, started = 0, time.perf_counter()
+    while time.perf_counter() - started < 1.0:
+        assert notifier._watch_tools()
+        ticks += 1
+    assert notifier._failure is not None and ticks <= 5, ticks
+
+
 def test_lancedb_core_tables_on_s3_move_into_objects(
     tmp_path: Path,
     s3_endpoint: str,  # noqa: F811

@@ -126,7 +126,8 @@ class TurnResult:
     summarised: int = 0
     sleeptime: str = ""
     notice: str = ""  # why the reply is not a complete one: cut at max_tokens, a refusal, empty
-    # the token usage of the sleep-time runs that ended since this loop's previous result (they run in the background)
+    # the token usage of the sleep-time runs this conversation's turns started that ended since its previous result
+    # (they run in the background)
     sleeptime_usage: Usage = field(default_factory=Usage)
 
     def structured(self) -> JSON:
@@ -241,7 +242,8 @@ class AgentLoop:
         # conversation -> (messages table version, (start_seq, summary_id), in-context messages) after our last turn
         self._contexts: dict[str, tuple[int, tuple[int, str], list[Message]]] = {}
         self.last_sleeptime: SleeptimeRun | None = None  # the report of the last finished sleep-time run
-        self._sleeptime_usage = Usage()  # of the sleep-time runs that ended since the last result (``sleeptime_usage``)
+        # conversation -> the usage of the sleep-time runs its turns started, ended since its last result
+        self._sleeptime_usage: dict[str, Usage] = {}
 
     # -- the turn ------------------------------------------------------------------
 
@@ -369,14 +371,14 @@ class AgentLoop:
             summarised=summaries(turn) + recall.summaries,  # a resumed turn's earlier rounds' too, as its steps
             sleeptime=sleeptime,
             notice=report.notice,
-            sleeptime_usage=self._reported_sleeptime_usage(),
+            sleeptime_usage=self.reported_sleeptime_usage(conv),
         )
 
-    def _reported_sleeptime_usage(self) -> Usage:
-        """The token usage of the sleep-time runs that ended since the previous call, reported with a turn's result
-        as the turn's own usage is; the count starts again."""
-        usage, self._sleeptime_usage = self._sleeptime_usage, Usage()
-        return usage
+    def reported_sleeptime_usage(self, conv: str) -> Usage:
+        """The token usage of the sleep-time runs that turns of the conversation ``conv`` started and that ended since
+        the previous call for it, reported with its turn's result as the turn's own usage is (never with another
+        conversation's: another client's); its count starts again."""
+        return self._sleeptime_usage.pop(conv, Usage())
 
     def _stored_result(self, turn: list[Message], style: Style, conv: str, steps: int) -> TurnResult | None:
         """The result of a turn that is over, from its stored messages (``turn``: its own, ``this_turn``); None
@@ -699,7 +701,7 @@ class AgentLoop:
                     await self._save_window(conv, sleeptime_seq=run.mark)
                     self.last_sleeptime = run
                     u = run.report.usage
-                    self._sleeptime_usage = self._sleeptime_usage + u
+                    self._sleeptime_usage[conv] = self._sleeptime_usage.get(conv, Usage()) + u
                     log.info(
                         "sleep-time agent: %d tool calls, stop %s, edited %s; tokens: %d input (%d cached), %d output",
                         len(run.report.steps),

@@ -24,6 +24,7 @@ from ..base.quoting import printable
 if TYPE_CHECKING:
     from ..base.config import Settings
     from ..domain.memory import Memory
+    from .llm import Usage
     from .loop import AgentLoop, TurnResult
 
 T = TypeVar("T")
@@ -85,16 +86,35 @@ async def _main(
     try:
         if message is not None:
             result = await loop.turn(message, provider, conversation)
+            if as_json:  # the result holds the sleep-time run this turn started: it is waited for (as at exit anyway)
+                await _wait_background(loop)
+                result.sleeptime_usage = result.sleeptime_usage + loop.reported_sleeptime_usage(conversation)
             _show(result, as_json)
             status = 1 if result.stop_reason == "error" else 0
         else:
             memory.warm(agent.id)  # the agent's sitting index builds while the user types (its first search would)
             await _interactive(loop, provider, conversation, as_json)
     finally:
-        if loop.background_running:
-            print("(waiting for the sleep-time agent to finish)", file=sys.stderr)
-        await loop.wait_background()
+        await _wait_background(loop)
+        _show_late_usage(loop.reported_sleeptime_usage(conversation))
     return status
+
+
+async def _wait_background(loop: AgentLoop) -> None:
+    if loop.background_running:
+        print("(waiting for the sleep-time agent to finish)", file=sys.stderr)
+    await loop.wait_background()
+
+
+def _show_late_usage(usage: Usage) -> None:
+    """The tokens of the sleep-time runs that ended after the last result was shown (the last turn's, at exit): no
+    result is left to report them in (``sleeptime_usage``), so stderr says them."""
+    if usage.prompt_tokens or usage.output_tokens:
+        print(
+            f"(sleep-time agent since the last reply: {usage.prompt_tokens} input tokens "
+            f"({usage.cache_read_input_tokens} cached), {usage.output_tokens} output)",
+            file=sys.stderr,
+        )
 
 
 async def _interactive(loop: AgentLoop, provider: object, conversation: str, as_json: bool) -> None:

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -120,6 +120,8 @@ class Settings(BaseSettings):
     # A LanceDB URI overriding data_dir for the store, e.g. "s3://bucket/tiermem".
     uri: str | None = None
     storage_options: dict[str, str] = Field(default_factory=dict)
+    # Not a setting: a bulk command's (object_deadlines.BULK_COMMANDS) longer deadlines, for LanceDB's store only
+    _bulk: bool = PrivateAttr(default=False)
     # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
     # for a local data directory, one object per block under the uri for object storage; "sqlite" or "object"
     # force one ("lancedb", the layout of older versions, is refused with the way out: LANCEDB_RETIRED).
@@ -164,11 +166,12 @@ class Settings(BaseSettings):
     # memory grew by 4 MiB since the last time (0 disables); see memtrim.HeapKeeper.
     heap_trim_seconds: float = Field(default=1.0, ge=0, le=3600)
     # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
-    # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
-    watch_seconds: float = Field(default=2.0, ge=0)
+    # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless. At most a
+    # day (86400), as tools_watch_seconds: a longer wait is no poll (and overflows the watch's timer).
+    watch_seconds: float = Field(default=2.0, ge=0, le=86400)
     # On object storage, how often a server checks (one listing) whether another replica attached the agent's first
     # folder or detached its last, for its clients that subscribe to nothing (the file tools come or go); 0 disables.
-    tools_watch_seconds: float = Field(default=5.0, ge=0)
+    tools_watch_seconds: float = Field(default=5.0, ge=0, le=86400)
     system: str = ""
     # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
     # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.
@@ -331,6 +334,22 @@ class Settings(BaseSettings):
 
     def store_uri(self) -> str:
         return self.uri or str(self.resolved_data_dir() / "db")
+
+    def for_bulk(self) -> Settings:
+        """These settings for a bulk command (``object_deadlines.BULK_COMMANDS``): LanceDB's store takes longer
+        deadlines (``lance_storage_options``); ``storage_options``, which the core state's client takes, is kept."""
+        bulk = self.model_copy()
+        bulk._bulk = True
+        return bulk
+
+    def lance_storage_options(self) -> dict[str, str] | None:
+        """The ``storage_options`` LanceDB's store is opened with: a bulk command's longer deadlines added
+        (``object_deadlines.for_bulk``); None when there are none (a local directory)."""
+        if not self._bulk:
+            return self.storage_options or None
+        from .object_deadlines import for_bulk
+
+        return for_bulk(self.uri, self.storage_options) or None
 
     def model_cache_dir(self) -> Path:
         return self.resolved_data_dir() / "models"

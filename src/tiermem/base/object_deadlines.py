@@ -12,10 +12,13 @@ are retried), so one LanceDB operation gives up within ~35 s and a core-state re
 request's body, however steadily its bytes flow (measured: an 8 MB PUT at 1 MB/s fails after ~7 s): a 5 MB part
 (LanceDB's multipart size) needs ~8 Mbit/s up. The ``object_store`` client has no per-byte or per-upload deadline, and
 one client serves a connection's reads and writes, so the commands that upload much and that no host waits for
-(``BULK_COMMANDS``: import, reembed, optimize, folders) take ``BULK_READ_TIMEOUT`` instead (``for_bulk``): a 5 MB
-part then needs ~0.7 Mbit/s, and a hung store holds such a command for minutes, not seconds. A slower link, or a
-store that is slow to answer, raises it (or sets ``timeout``) under ``[storage_options]``; a setting given there, or
-as the environment variable of the same name in capitals (which LanceDB reads too), is never replaced.
+(``BULK_COMMANDS``: import, reembed, optimize, folders) give LanceDB ``BULK_READ_TIMEOUT`` instead, and
+``BULK_TIMEOUT`` as the whole request's ``timeout`` (the client's own is 30 s, which would cut the longer
+``read_timeout`` short) (``for_bulk``): a 5 MB part then needs ~0.7 Mbit/s, and a hung store holds such a command for
+minutes, not seconds. Only LanceDB's store takes them (``Settings.lance_storage_options``): the core state's requests
+run under leases of 30 s (``core/lease.py``) and keep a server's deadlines. A slower link, or a store that is slow to
+answer, raises them (``read_timeout`` and ``timeout``) under ``[storage_options]``; a setting given there, or as the
+environment variable of the same name in capitals (which LanceDB reads too), is never replaced.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ READ_TIMEOUT = "5s"  # no byte for this long: the request failed
 CONNECT_TIMEOUT = "5s"  # the TCP (and TLS) connection
 RETRY_SECONDS = 4  # client_retry_timeout: a failed request is retried until this long after it started
 BULK_READ_TIMEOUT = "60s"  # ``for_bulk``: a 5 MB part's upload at ~0.7 Mbit/s
+BULK_TIMEOUT = "120s"  # ``for_bulk``: the whole request (above BULK_READ_TIMEOUT, so it does not cut it short)
 BULK_COMMANDS = ("import", "reembed", "optimize", "folders")
 DEFAULTS = {
     "connect_timeout": CONNECT_TIMEOUT,
@@ -69,10 +73,17 @@ def _requests(uri: str) -> bool:
 
 
 def for_bulk(uri: str | None, options: Mapping[str, str] | None) -> dict[str, str]:
-    """``options`` with ``read_timeout`` = ``BULK_READ_TIMEOUT`` unless it (or ``timeout``) is given, for an object
-    store at ``uri``: for the commands that upload whole data files and that no host waits for (``BULK_COMMANDS``)."""
+    """``options`` with the longer deadlines of the commands that upload whole data files and that no host waits for
+    (``BULK_COMMANDS``), for LanceDB's store at ``uri``: ``timeout`` = ``BULK_TIMEOUT`` unless it is given, and
+    ``read_timeout`` = ``BULK_READ_TIMEOUT`` unless it (or ``timeout``) is given. Never for the core state's
+    requests, which run under short leases (``Settings.lance_storage_options``)."""
     out = dict(options or {})
-    if uri is not None and _requests(uri) and not _given(out, "read_timeout") and not _given(out, "timeout"):
+    if uri is None or not _requests(uri):
+        return out
+    timeout_given = _given(out, "timeout")
+    if not timeout_given:
+        out["timeout"] = BULK_TIMEOUT
+    if not _given(out, "read_timeout") and not timeout_given:
         out["read_timeout"] = BULK_READ_TIMEOUT
     return out
 

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import TiermemError, ValidationError
-from ..base.object_deadlines import BULK_COMMANDS, for_bulk
+from ..base.object_deadlines import BULK_COMMANDS
 from ..domain.factory import open_memory
 from .commands import (
     agent_set_command,
@@ -674,15 +674,20 @@ def token_checks(args: argparse.Namespace, settings: Settings) -> list[dict[str,
     ]
 
 
-def run_command(args: argparse.Namespace) -> int:
-    if args.command == "serve" and getattr(args, "http_token", None):
-        log.warning(TOKEN_IN_ARGV)  # said also when the token is refused (the settings' checks)
+def command_settings(args: argparse.Namespace) -> Settings:
+    """The settings a command runs with; a bulk command's (``BULK_COMMANDS``: their uploads are whole data files)
+    give LanceDB's store longer deadlines than a server's, never the core state's client (``Settings.for_bulk``)."""
     diagnosing = args.command == "doctor" and not (args.secrets or args.redact)  # a bad token: a failed check
     unchecked = {name: check for name, check in SETTING_CHECKS.items() if name not in TOKEN_CHECKS}
     settings = settings_from(args, unchecked if diagnosing else None)
     _check_agent_named(args, settings)
-    if args.command in BULK_COMMANDS:  # their uploads are whole data files: a longer deadline than a server's
-        settings = settings.model_copy(update={"storage_options": for_bulk(settings.uri, settings.storage_options)})
+    return settings.for_bulk() if args.command in BULK_COMMANDS else settings
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.command == "serve" and getattr(args, "http_token", None):
+        log.warning(TOKEN_IN_ARGV)  # said also when the token is refused (the settings' checks)
+    settings = command_settings(args)
     if args.command == "serve":
         serve(settings)
         return 0

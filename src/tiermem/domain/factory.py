@@ -358,7 +358,7 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         settings.store_uri(),
         embedding_model=embedder.name,
         embedding_dim=embedder.dim,
-        storage_options=settings.storage_options or None,
+        storage_options=settings.lance_storage_options(),  # a bulk command's longer deadlines (never the core's)
         optimize_every=settings.optimize_every,
         optimize_every_commits=settings.optimize_every_commits,
         read_staleness=timedelta(milliseconds=settings.object_read_staleness_ms),

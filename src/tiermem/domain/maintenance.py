@@ -311,7 +311,7 @@ def _reembed(settings: Settings, embedder: BackgroundEmbedder) -> int:
     from ..store import SEARCHABLE, Store
     from ..store.reembed import embed_rows
 
-    store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
+    store = Store.for_reembed(settings.store_uri(), storage_options=settings.lance_storage_options())
     same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
     embedder.wait(None)
     store.reembed.begin(embedder.name, embedder.dim)  # from here on, other processes neither open nor write it

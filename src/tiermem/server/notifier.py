@@ -84,6 +84,9 @@ FILES_URI_PREFIX = "memory://files/"  # memory://files/<folder>/<file>: a file a
 # on SQLite (``PRAGMA data_version``), three listings on object storage (hence the longer period there).
 TOOLS_POLL_SECONDS = 1.0
 TOOLS_POLL_OFF_SECONDS = 60.0  # object storage with ``tools_watch_seconds`` = 0: the tools-only watch only waits
+# After a failed poll the watch waits its period, at most a second and at least this long: a failure that comes back
+# at once (an unexpected error, a period of 0) never makes it spin
+FAILED_POLL_MIN_SECONDS = 0.25
 
 
 def block_uri(label: str) -> str:
@@ -258,7 +261,7 @@ class Notifier:
             current = _versions(memory, agent_id)
         except Exception as exc:  # a failed poll is retried at the next tick, never fatal
             self._failed("could not read the blocks", exc)
-            time.sleep(min(self._watch_seconds, 1.0))
+            _pause_after_failure(self._watch_seconds)
             return True
         self._read_again()
         with self._watch_lock:
@@ -339,7 +342,7 @@ class Notifier:
             attached = memory.files.has_folders(self._handle.live_id(memory))
         except Exception as exc:  # a failed poll is retried at the next tick, never fatal
             self._failed("could not read the agent's folders", exc)
-            time.sleep(min(self._watch_seconds, 1.0))
+            _pause_after_failure(self._tools_watch_seconds)
             return True
         self._read_again()
         self._tools_token = token
@@ -586,6 +589,11 @@ async def _reached(sending: Awaitable[None]) -> bool:
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         return False
     return True
+
+
+def _pause_after_failure(period: float) -> None:
+    """The watch's wait after a failed poll (``FAILED_POLL_MIN_SECONDS``)."""
+    time.sleep(max(FAILED_POLL_MIN_SECONDS, min(period, 1.0)))
 
 
 def _watch(ref: weakref.ref[Notifier]) -> None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
-from ..base.quoting import markup_name
+from ..base.quoting import plain_name, unescape_name
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from . import secrets
 from .file_embedding import Embedded
@@ -118,6 +118,15 @@ class AgentFiles:
 
     def view(self, name: str) -> FileView | None:
         return next((v for v in self.files if v.name == name), None)
+
+    def named(self, name: str) -> str:
+        """The name of the view ``name`` stands for: itself when a view has it, else the name it is as shown in
+        ``<directories>`` (``quoting.markup_name``: ``&quot;``, ``&lt;``, ``&#x202e;`` read back), so a name the
+        model copies from what it was shown finds its file; else ``name`` unchanged (for the error naming it)."""
+        if not isinstance(name, str) or "&" not in name or self.view(name) is not None:
+            return name
+        real = unescape_name(name)
+        return real if self.view(real) is not None else name
 
     def to_json(self, fields: Sequence[str] = ()) -> str:
         """Compact JSON: a view is a list of ``fields`` (by default ``VIEW_FIELDS``; 10,000 files: ~1.5 MB, ~10 ms
@@ -290,9 +299,9 @@ def directories_summary(agent: Agent) -> str:
     parts = []
     for f in state.folders:
         views = [v for v in state.files if v.folder_id == f["id"]]
-        opened = [markup_name(v.name) for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
+        opened = [plain_name(v.name) for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
         listed = f"; open: {', '.join(opened)}" if opened else ""
-        parts.append(f"{markup_name(f['name'])} ({len(views)} files{listed})")
+        parts.append(f"{plain_name(f['name'])} ({len(views)} files{listed})")
     return (
         "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
         "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "
@@ -953,6 +962,7 @@ class Filesystem:
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
         state, _ = self._attached(agent_id)
         max_open, _ = state.limits
+        requests = [replace(r, file_name=state.named(r.file_name)) for r in requests]  # a name as shown is its file's
         check_requests(requests, max_open)
         with self._lock(agent_id):
             state = self.state(agent_id)
@@ -1007,6 +1017,8 @@ class Filesystem:
         if files is None:  # not kept for this view and these files: made (and kept) now
             state, by_name, stored = self._attached_from(agent_id)
             files = self.rows.keep_grep_view(state, stored, by_name)
+        if include:  # a file name copied as <directories> shows it (``quoting.markup_name``) filters as the name
+            include = unescape_name(include)
         result = grep(files, pattern, include, context_lines, offset)
         self._touch(agent_id, result.matched_files, state)
         ids = {v.name: v.file_id for v in state.files}
@@ -1042,7 +1054,7 @@ class Filesystem:
 
     def attached_text(self, agent_id: str, name: str) -> str:
         state = self.seen(agent_id)
-        view = state.view(name)
+        view = state.view(state.named(name))
         if view is None:
             raise NotFoundError(
                 f"{name} not attached - did you get the filename correct? Currently you have the "

@@ -868,21 +868,38 @@ class Filesystem:
     ) -> tuple[str, int | None, int | None]:
         """An open window cut again from a changed file: its text and the (start_line, end_line) it now shows. A file
         that got shorter than the window's start shows its start, and the window's lines say so (what the next
-        ``open_files`` reports as "previously ...", and an agent file exports)."""
-        if start_line is not None and start_line > len(self.rows.lines([f])[f.id]):
+        ``open_files`` reports as "previously ..."); so does a window whose lines cannot be shown (its end before its
+        start: an agent file may say so)."""
+        past = start_line is not None and start_line > len(self.rows.lines([f])[f.id])
+        if past or (start_line is not None and end_line is not None and end_line < start_line):
             start_line, end_line = None, None
         return self._window(f, name, start_line, end_line), start_line, end_line
 
     def whole_window(self, view: FileView, char_limit: int | None) -> str:
         """An open view's window whole, as it was rendered when opened (an agent file exports it): as kept, or, when
         it was kept cut (``file_windows``: ``char_limit`` is the agent's limit it was kept under), rendered again from
-        the version of the file it is of (a file changed since: as kept, until the view is cut again from it)."""
+        the version of the file it is of (``_is_version``). When it cannot be (the file changed or is gone, until the
+        view is cut again from it; lines past the file's end, which an agent file may give), the kept cut with
+        Letta's ``...[TRUNCATED]`` note, so no rendering or export shows a cut window as whole."""
         if not (view.is_open and is_cut(view.visible, char_limit)):
             return view.visible
         f = self.rows.file(view.file_id)
-        if f is None or f.sha256 != view.sha256:
-            return view.visible
-        return self._window(f, view.name, view.start_line, view.end_line)
+        if f is not None and self._is_version(f, view.sha256):
+            try:
+                return self._window(f, view.name, view.start_line, view.end_line)
+            except ValidationError as exc:  # the view's lines are not the file's: shown cut, as kept
+                log.warning("the open window of %s cannot be rendered again (%s); it is shown cut", view.name, exc)
+        return truncate_visible(view.visible, kept_chars(char_limit))
+
+    def _is_version(self, f: StoredFile, sha256: str) -> bool:
+        """Whether ``f`` is the version of a file whose hash a view holds: the row's hash (of the bytes uploaded), or,
+        for a completed file, its text's (an agent file's view of a shared folder's file: CRLF, a BOM, another
+        encoding, a PDF make the two differ)."""
+        if not sha256 or f.sha256 == sha256:
+            return bool(sha256)
+        if f.status != "completed":
+            return False
+        return hashlib.sha256(str(self.rows.text(f.id)).encode("utf-8")).hexdigest() == sha256
 
     def _widen(self, state: AgentFiles, before: int | None) -> None:
         """The open windows kept cut under the limit ``before`` rendered whole again, when the agent's limit now

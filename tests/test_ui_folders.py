@@ -221,3 +221,19 @@ def test_the_page_has_the_folders_section(site: Site) -> None:
     assert 'id="folders-section"' in page and 'id="fs-form"' in page
     script = site.client.get("/ui/static/app.js").text
     assert 'call("folders")' in script and "folders/search?" in script
+
+
+def test_a_large_open_windows_length_is_its_whole_length_not_the_rows_cut(site: Site) -> None:
+    """The agent's row keeps a large window cut (``file_windows``): the inspector counts the window whole and shows
+    what core memory shows of it (cut at the per-file limit, with Letta's note)."""
+    big = "".join(f"the quick brown fox jumps over the lazy dog, line {i}\n" for i in range(2_500))
+    site.memory.files.upload_many("docs", [("big.txt", big.encode(), "")], embed=False)
+    site.memory.open_files(site.work, [OpenRequest("docs/big.txt")])
+    view = site.get("folders/file", agent="work", folder="docs", file="big.txt").json()["view"]
+    whole = site.memory.files.attached_text(site.work, "docs/big.txt")
+    assert view["window_chars"] > len(whole) > 120_000  # the whole window: every line with its number
+    limit = site.memory.files.state(site.work).limits[1]
+    assert len(view["visible"]) == limit and "[TRUNCATED]" in view["visible"]
+    site.memory.files.set_limits(site.work, None, 1_000_000)
+    view = site.get("folders/file", agent="work", folder="docs", file="big.txt").json()["view"]
+    assert len(view["visible"]) == view["window_chars"] and "[TRUNCATED]" not in view["visible"]

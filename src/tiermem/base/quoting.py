@@ -11,10 +11,11 @@ it back to the text with them, the spans kept.
 
 ``neutral`` makes stored text safe to quote inside a frame of tags: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;``
 and ``&gt;``, so a stored ``</memory>`` or ``<system>`` is shown, never parsed, and cannot close the frame it is quoted
-in. ``markup_name`` does the same for a name shown inside markup (a file's or folder's in ``<directories>``), with
-``"`` escaped and each invisible format character (a bidirectional override, a zero-width or tag character) written as
-its numeric reference (``&#x202e;``), so a name can neither close its tag nor hide or reorder what a model reads; an
-ordinary name is left as it is. ``printable`` makes stored text safe to print to a terminal (the CLI's human-readable output: ``cli/terminal.py``,
+in. ``markup_name`` escapes a name shown as an attribute's value (a file's or folder's in ``<directories>``): only
+``<``, ``>``, ``"`` and the bidirectional embeddings, overrides and isolates (as ``&#x202e;``), so a name can neither
+close its tag nor reorder what a model reads, and an ordinary name (``Q&A``, a ZWNJ, an emoji's ZWJ) is as Letta
+writes it; ``plain_name`` escapes only the reordering characters (a name in plain text); ``unescape_name`` reads
+either back, so a name copied as shown finds its file. ``printable`` makes stored text safe to print to a terminal (the CLI's human-readable output: ``cli/terminal.py``,
 ``tiermem doctor``): every control character but tab and line feed (C0, DEL, C1) and every bidirectional control is
 written as its escape (``\\x1b``, ``\\u202e``), so a stored escape sequence cannot clear the screen, retitle the
 terminal or reorder what follows it; ``one_line`` also writes a line feed as ``\\n`` and a tab as ``\\t``, for a name
@@ -24,7 +25,6 @@ inside one line of a report. Standard library only.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 
 PRIVATE_MARK = "[private: not kept]"
@@ -169,14 +169,52 @@ def attribute(value: str) -> str:
     return '"' + neutral(value).replace('"', "&quot;") + '"'
 
 
+# The characters that reorder what follows them (bidirectional embeddings, overrides and isolates): a name holding
+# one could show a model its text in another order. Marks (U+200E, U+200F), joiners and soft hyphens are ordinary
+# parts of names (Persian's ZWNJ, an emoji's ZWJ) and are left as they are.
+_REORDERING = "\u202a-\u202e\u2066-\u2069"
+_MARKUP_NAME = re.compile(f'[<>"{_REORDERING}]|&(?=(?:lt|gt|quot|amp|#x[0-9a-fA-F]+|#[0-9]+);)')
+_PLAIN_NAME = re.compile(f"[{_REORDERING}]|&(?=(?:lt|gt|quot|amp|#x[0-9a-fA-F]+|#[0-9]+);)")
+_REFERENCE = re.compile(r"&(lt|gt|quot|amp|#x[0-9a-fA-F]+|#[0-9]+);")
+_NAMED = {"lt": "<", "gt": ">", "quot": '"', "amp": "&"}
+
+
+def _reference(match: re.Match[str]) -> str:
+    c = match.group()
+    named = {"<": "&lt;", ">": "&gt;", '"': "&quot;", "&": "&amp;"}
+    return named.get(c) or f"&#x{ord(c):x};"
+
+
 def markup_name(name: str) -> str:
-    """A name as text inside markup (an element's text or a double-quoted attribute's value): ``neutral``, ``"``
-    escaped, and each format character (Unicode category Cf: bidirectional controls, zero-width and tag characters)
-    as its numeric reference; a name with none of these is returned as it is."""
-    name = neutral(name).replace('"', "&quot;")
-    if name.isascii():
-        return name
-    return "".join(f"&#x{ord(c):x};" if unicodedata.category(c) == "Cf" else c for c in name)
+    """A name as the double-quoted value of an attribute (``<file name="...">``): only what could break the markup
+    or reorder what a model reads is escaped: ``<``, ``>`` and ``"`` as ``&lt;``, ``&gt;``, ``&quot;``; each
+    bidirectional embedding, override or isolate as its numeric reference (``&#x202e;``); an ``&`` only where it
+    starts what ``unescape_name`` would read as a reference (``&amp;lt;``), so ``unescape_name`` gives the name
+    back. Any other name (``Q&A/R&D notes.md``, a Persian name with a ZWNJ, an emoji with a ZWJ) is as it is: as
+    Letta writes it."""
+    return _MARKUP_NAME.sub(_reference, name)
+
+
+def plain_name(name: str) -> str:
+    """A name in plain text shown to a model (``directories_summary``): as it is but for the characters that reorder
+    what follows them (and an ``&`` that starts a reference), written as in ``markup_name``."""
+    return _PLAIN_NAME.sub(_reference, name)
+
+
+def unescape_name(text: str) -> str:
+    """A name as ``markup_name`` or ``plain_name`` showed it, back as it is: the references they write
+    (``&lt;``, ``&gt;``, ``&quot;``, ``&amp;``, ``&#x...;``, ``&#...;``) read back; nothing else changes."""
+    if "&" not in text:
+        return text
+
+    def back(match: re.Match[str]) -> str:
+        ref = match.group(1)
+        if ref in _NAMED:
+            return _NAMED[ref]
+        code = int(ref[2:], 16) if ref[1] in "xX" else int(ref[1:])
+        return chr(code) if code <= 0x10FFFF else match.group()
+
+    return _REFERENCE.sub(back, text)
 
 
 # C0 but tab and line feed, DEL, C1, and the bidirectional controls (marks, embeddings, overrides, isolates)

@@ -1084,11 +1084,9 @@ def check_folder_name(name: str) -> str:
     """A folder name: the file name rules, no ``/`` or backslash at all, not ``.`` or ``..``, at most 100
     characters. Each refusal suggests a name a folder may have (the file name rules suggest paths)."""
     if isinstance(name, str) and ("/" in name or "\\" in name):
-        parts = (p.strip() for p in re.split(r"[/\\]+", name) if p.strip() not in ("", ".", ".."))
-        flat = "".join(c for c in "-".join(parts) if unicodedata.category(c) not in ("Cc", "Zl", "Zp"))
         raise ValidationError(
             f"The folder name {name!r} contains {chr(39) + '/' + chr(39) if '/' in name else 'a backslash'}; "
-            f"folders do not nest, use e.g. '{flat[:MAX_FOLDER_NAME_LENGTH] or 'docs'}'."
+            f"folders do not nest, use e.g. '{_flat_name(name)}'."
         )
     if name in (".", ".."):
         raise ValidationError(f"{name!r} cannot name a folder; use a plain name, e.g. 'docs'.")
@@ -1098,6 +1096,23 @@ def check_folder_name(name: str) -> str:
             f"The folder name {name[:40]!r}... is {len(name)} characters long; use at most {MAX_FOLDER_NAME_LENGTH}."
         )
     return name
+
+
+def _flat_name(name: str) -> str:
+    """A folder name made of a path's parts joined by ``-``: without the characters no name may hold (control and
+    line-separator characters, a byte that is not UTF-8), within ``MAX_FOLDER_NAME_LENGTH``, trimmed; ``docs`` when
+    what is left is not a folder name either (the suggestion a refusal makes is one the rules accept)."""
+    parts = (p.strip() for p in re.split(r"[/\\]+", name) if p.strip() not in ("", ".", ".."))
+    bad = ("Cc", "Zl", "Zp", "Cs")  # Cs: a lone surrogate, os.fsdecode's stand-in for a byte not UTF-8
+    flat = (
+        "".join(c for c in "-".join(parts) if unicodedata.category(c) not in bad)[:MAX_FOLDER_NAME_LENGTH]
+        .rstrip(" -")
+        .strip()
+    )
+    try:
+        return check_folder_name(flat)
+    except ValidationError:
+        return "docs"
 
 
 def unique_name(name: str, taken: set[str]) -> str:

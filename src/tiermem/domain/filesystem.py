@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
-from ..base.quoting import markup_name
+from ..base.quoting import plain_name, unescape_name
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from . import secrets
 from .file_embedding import Embedded
@@ -118,6 +118,15 @@ class AgentFiles:
 
     def view(self, name: str) -> FileView | None:
         return next((v for v in self.files if v.name == name), None)
+
+    def named(self, name: str) -> str:
+        """The name of the view ``name`` stands for: itself when a view has it, else the name it is as shown in
+        ``<directories>`` (``quoting.markup_name``: ``&quot;``, ``&lt;``, ``&#x202e;`` read back), so a name the
+        model copies from what it was shown finds its file; else ``name`` unchanged (for the error naming it)."""
+        if not isinstance(name, str) or "&" not in name or self.view(name) is not None:
+            return name
+        real = unescape_name(name)
+        return real if self.view(real) is not None else name
 
     def to_json(self, fields: Sequence[str] = ()) -> str:
         """Compact JSON: a view is a list of ``fields`` (by default ``VIEW_FIELDS``; 10,000 files: ~1.5 MB, ~10 ms
@@ -290,9 +299,9 @@ def directories_summary(agent: Agent) -> str:
     parts = []
     for f in state.folders:
         views = [v for v in state.files if v.folder_id == f["id"]]
-        opened = [markup_name(v.name) for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
+        opened = [plain_name(v.name) for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
         listed = f"; open: {', '.join(opened)}" if opened else ""
-        parts.append(f"{markup_name(f['name'])} ({len(views)} files{listed})")
+        parts.append(f"{plain_name(f['name'])} ({len(views)} files{listed})")
     return (
         "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
         "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "
@@ -859,21 +868,38 @@ class Filesystem:
     ) -> tuple[str, int | None, int | None]:
         """An open window cut again from a changed file: its text and the (start_line, end_line) it now shows. A file
         that got shorter than the window's start shows its start, and the window's lines say so (what the next
-        ``open_files`` reports as "previously ...", and an agent file exports)."""
-        if start_line is not None and start_line > len(self.rows.lines([f])[f.id]):
+        ``open_files`` reports as "previously ..."); so does a window whose lines cannot be shown (its end before its
+        start: an agent file may say so)."""
+        past = start_line is not None and start_line > len(self.rows.lines([f])[f.id])
+        if past or (start_line is not None and end_line is not None and end_line < start_line):
             start_line, end_line = None, None
         return self._window(f, name, start_line, end_line), start_line, end_line
 
     def whole_window(self, view: FileView, char_limit: int | None) -> str:
         """An open view's window whole, as it was rendered when opened (an agent file exports it): as kept, or, when
         it was kept cut (``file_windows``: ``char_limit`` is the agent's limit it was kept under), rendered again from
-        the version of the file it is of (a file changed since: as kept, until the view is cut again from it)."""
+        the version of the file it is of (``_is_version``). When it cannot be (the file changed or is gone, until the
+        view is cut again from it; lines past the file's end, which an agent file may give), the kept cut with
+        Letta's ``...[TRUNCATED]`` note, so no rendering or export shows a cut window as whole."""
         if not (view.is_open and is_cut(view.visible, char_limit)):
             return view.visible
         f = self.rows.file(view.file_id)
-        if f is None or f.sha256 != view.sha256:
-            return view.visible
-        return self._window(f, view.name, view.start_line, view.end_line)
+        if f is not None and self._is_version(f, view.sha256):
+            try:
+                return self._window(f, view.name, view.start_line, view.end_line)
+            except ValidationError as exc:  # the view's lines are not the file's: shown cut, as kept
+                log.warning("the open window of %s cannot be rendered again (%s); it is shown cut", view.name, exc)
+        return truncate_visible(view.visible, kept_chars(char_limit))
+
+    def _is_version(self, f: StoredFile, sha256: str) -> bool:
+        """Whether ``f`` is the version of a file whose hash a view holds: the row's hash (of the bytes uploaded), or,
+        for a completed file, its text's (an agent file's view of a shared folder's file: CRLF, a BOM, another
+        encoding, a PDF make the two differ)."""
+        if not sha256 or f.sha256 == sha256:
+            return bool(sha256)
+        if f.status != "completed":
+            return False
+        return hashlib.sha256(str(self.rows.text(f.id)).encode("utf-8")).hexdigest() == sha256
 
     def _widen(self, state: AgentFiles, before: int | None) -> None:
         """The open windows kept cut under the limit ``before`` rendered whole again, when the agent's limit now
@@ -953,6 +979,7 @@ class Filesystem:
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
         state, _ = self._attached(agent_id)
         max_open, _ = state.limits
+        requests = [replace(r, file_name=state.named(r.file_name)) for r in requests]  # a name as shown is its file's
         check_requests(requests, max_open)
         with self._lock(agent_id):
             state = self.state(agent_id)
@@ -1007,6 +1034,8 @@ class Filesystem:
         if files is None:  # not kept for this view and these files: made (and kept) now
             state, by_name, stored = self._attached_from(agent_id)
             files = self.rows.keep_grep_view(state, stored, by_name)
+        if include:  # a file name copied as <directories> shows it (``quoting.markup_name``) filters as the name
+            include = unescape_name(include)
         result = grep(files, pattern, include, context_lines, offset)
         self._touch(agent_id, result.matched_files, state)
         ids = {v.name: v.file_id for v in state.files}
@@ -1042,7 +1071,7 @@ class Filesystem:
 
     def attached_text(self, agent_id: str, name: str) -> str:
         state = self.seen(agent_id)
-        view = state.view(name)
+        view = state.view(state.named(name))
         if view is None:
             raise NotFoundError(
                 f"{name} not attached - did you get the filename correct? Currently you have the "

@@ -870,8 +870,9 @@ class Memory:
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
         """Letta's ``open_files``; each file opened counts as a use of it."""
         text = self.files.open_files(agent_id, requests, close_all_others)
-        opened = {r.file_name for r in requests}
-        self.uses.note("file", agent_id, [v.file_id for v in self.files.state(agent_id).files if v.name in opened])
+        state = self.files.state(agent_id)
+        opened = {state.named(r.file_name) for r in requests}
+        self.uses.note("file", agent_id, [v.file_id for v in state.files if v.name in opened])
         return text
 
     def grep_files(

@@ -1241,6 +1241,9 @@ class _Target:
     folder: Folder
     mode: str  # "new", "ours" (written again where it differs) or "same" (used as it is)
     file_ids: dict[str, str]  # the file's key -> the file's id
+    # "same": the file's key -> its row's hash (of the bytes uploaded, which may not be the agent file's text's:
+    # ``_same_texts``), the version the agent's views are of
+    hashes: dict[str, str] = field(default_factory=dict)
 
 
 def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[str]) -> _Target:
@@ -1268,9 +1271,12 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
         have = _same_texts(rows, stored, want)
         if have == want:
             taken.add(name)
-            by_name = {f.name: f.id for f in stored}
+            by_name = {f.name: f for f in stored}
             return _Target(
-                existing, "ours" if existing.id == folder_id else "same", {f.key: by_name[f.name] for f in plan.files}
+                existing,
+                "ours" if existing.id == folder_id else "same",
+                {f.key: by_name[f.name].id for f in plan.files},
+                {f.key: by_name[f.name].sha256 for f in plan.files},
             )
         unfinished = all(n in want and (have[n] == want[n] or have[n][1] not in ("completed", "error")) for n in have)
         if existing.id == folder_id and unfinished:  # an interrupted import of this file: finish it
@@ -1424,10 +1430,10 @@ def _agent_view(p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Ta
     views, kept = [], {}
     for v in p.views:
         folder = folders[v.folder_key]
-        file_id = targets[v.folder_key].file_ids[v.file_key]
-        views.append(
-            _view(v, file_id, folder.id, f"{folder.name}/{by_key[v.file_key].name}", by_key[v.file_key].sha256)
-        )
+        target = targets[v.folder_key]
+        file_id = target.file_ids[v.file_key]
+        sha256 = target.hashes.get(v.file_key) or by_key[v.file_key].sha256  # a shared row's own hash: its version
+        views.append(_view(v, file_id, folder.id, f"{folder.name}/{by_key[v.file_key].name}", sha256))
         if v.kept:
             kept[file_id] = v.kept
     state = restored_view([folders[f.key] for f in p.folders], views, p.max_files_open, p.char_limit)

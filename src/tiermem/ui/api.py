@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
 from ..domain.blocks import Rethink, is_pinned, no_version, version_number
+from ..domain.file_views import truncate_visible
 
 if TYPE_CHECKING:
     from ..base.records import Agent, Block, BlockVersion, Folder, Hit, Passage
@@ -513,23 +514,29 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
 
 
 def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collection[str] | None = None) -> JSON:
-    """A file's whole parsed text and what agent ``name`` sees of it: its open window (the visible text and its
-    lines), "closed", or not attached (the folder is not attached to the agent, or the file is not ready)."""
+    """A file's whole parsed text and what agent ``name`` sees of it: its open window (the text its core memory
+    shows, cut at its per-file limit, the whole window's length and its lines), "closed", or not attached (the folder is not attached to the agent, or the file is not ready)."""
     where = visible_folder(memory, agents, folder)
     agent = _agent(memory, name)
     found = next((f for f in memory.files.files(where.id) if f.name == file), None)
     if found is None:
         raise NotFoundError(f"Folder {where.name!r} has no file {file!r}; pick one from the folder's list.")
     text = memory.files.text(where.id, file) if found.status == "completed" else ""
-    view = next((v for v in memory.files.state(agent.id).files if v.file_id == found.id), None)
+    state = memory.files.state(agent.id)
+    view = next((v for v in state.files if v.file_id == found.id), None)
     seen: JSON = {
         "attached": view is not None,
         "name": view.name if view else f"{where.name}/{file}",
         "is_open": bool(view and view.is_open),
     }
-    if view is not None and view.is_open:
+    if view is not None and view.is_open:  # the row keeps a large window cut (file_windows): counted whole
+        window = memory.files.whole_window(view, state.char_limit)
         seen.update(
-            visible=view.visible, start_line=view.start_line, end_line=view.end_line, accessed_us=view.accessed_us
+            visible=truncate_visible(window, state.limits[1]),  # as <directories> shows it (its per-file limit)
+            window_chars=len(window),
+            start_line=view.start_line,
+            end_line=view.end_line,
+            accessed_us=view.accessed_us,
         )
     return {
         "folder": where.name,

@@ -370,7 +370,9 @@
     else if (!v.is_open) text = `closed for ${data.agent}: the model sees only its name until it opens it (open_files).`;
     else {
       const lines = v.start_line ? `lines ${v.start_line}–${v.end_line ?? "end"}` : "from the start";
-      text = `open for ${data.agent}: ${lines}, ${v.visible.length} characters visible in its core memory.`;
+      const cut = v.visible.length < v.window_chars  // cut at the agent's per-file limit
+        ? `, ${v.visible.length} of them visible in its core memory` : ", all visible in its core memory";
+      text = `open for ${data.agent}: ${lines}, a window of ${v.window_chars} characters${cut}.`;
     }
     $("file-window").textContent = text;
     $("file-visible").hidden = !(v.is_open && v.visible);

@@ -262,6 +262,47 @@ def test_a_value_from_stdin_loses_one_trailing_newline(tmp_path: Path, capsys: p
     assert code == 0 and "trailing newline" in out
 
 
+def test_stdin_loses_a_byte_order_mark_and_a_trailing_crlf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Text piped from a Windows editor: a UTF-8 byte order mark first is not part of the value, and its trailing
+    newline is "\r\n" (one dropped, as docs/cli.md says; the lines within keep theirs)."""
+    data = ["--data-dir", str(tmp_path / "data")]
+    for given, kept in (
+        (b"Name: Ada\r\n", "Name: Ada"),
+        (b"\xef\xbb\xbfName: Ada\n", "Name: Ada"),
+        (b"\xef\xbb\xbfName: Ada\r\nLikes tea\r\n", "Name: Ada\r\nLikes tea"),
+        (b"Name: Ada\r\n\r\n", "Name: Ada\r\n"),
+        (b"Name: Ada\r", "Name: Ada\r"),
+    ):
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", "blocks", "set", "human", "-", *data],
+            input=given,
+            capture_output=True,
+            cwd=tmp_path,
+            env=server_env(tmp_path),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        shown = json.loads(cli(capsys, "blocks", "show", "human", "--json", *data_args(tmp_path))[1])
+        assert shown["value"] == kept, given
+
+
+def test_a_value_from_a_closed_stdin_is_refused(tmp_path: Path) -> None:
+    """`tiermem remember - <&-`: stdin closed (Python's sys.stdin is None) gives a clear error, no traceback, and no
+    data directory made."""
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "remember", "-", "--data-dir", str(tmp_path / "fresh")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=server_env(tmp_path),
+        timeout=120,
+        preexec_fn=lambda: os.close(0),  # noqa: PLW1509 - the shell's `<&-`
+    )
+    assert done.returncode == 1, done.stderr
+    assert "stdin is closed" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "fresh").exists()
+
+
 @pytest.mark.parametrize("io_encoding", ["", "utf-8:replace"], ids=["default", "PYTHONIOENCODING-replace"])
 def test_stdin_that_is_not_utf8_is_refused_and_nothing_stored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], io_encoding: str

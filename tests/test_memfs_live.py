@@ -4,6 +4,7 @@ server and client) and `tiermem sync DIR --watch` (a real process); `tiermem set
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -247,3 +248,32 @@ def test_setup_letta_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
         done.returncode == 1
         and "is synced with tiermem agent 'bo', not 'other': serve that agent (--agent bo)" in done.stderr
     )
+
+
+def test_sync_watch_stopped_with_stderr_closed_exits_as_a_sync_would(tmp_path: Path) -> None:
+    """`tiermem sync --watch 2>&-` stopped by Ctrl-C: the notice it writes to stderr at once has nowhere to go (fd 2
+    closed in the process, as the shell's `2>&-` does), and the stop still happens: exit 0, not a traceback's 1."""
+    root = tmp_path / "memory"
+    root.mkdir()
+    (root / "human.md").write_text("---\ndescription: h\n---\nAda\n")
+    data = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "lc", "--json"]
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "sync", str(root), "--watch", "0.05", *data],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=lambda: os.close(2),  # noqa: PLW1509 - the shell's `2>&-`: no fd 2 at all in the process
+    )
+    try:
+        # the first report (fd 2, once closed, may be reused by a file the process opens: lines not JSON skipped)
+        while not (line := proc.stdout.readline()).startswith("{"):  # type: ignore[union-attr]
+            assert line, "the watch ended before its first round's report"
+        assert json.loads(line)["to_store"] == ["human"]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

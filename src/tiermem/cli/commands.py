@@ -242,8 +242,12 @@ def stopping() -> Iterator[threading.Event]:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
-        # os.write, not print: the main thread may be inside a print to stderr when the handler runs
-        os.write(2, b"tiermem: stopping once this sync is done; Ctrl-C again stops at once\n")
+        # os.write, not print: the main thread may be inside a print to stderr when the handler runs. With stderr
+        # closed (`2>&-`) or its reader gone, the notice has nowhere to go: the stop it announces still happens
+        try:
+            os.write(2, b"tiermem: stopping once this sync is done; Ctrl-C again stops at once\n")
+        except OSError:
+            pass
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -48,18 +48,24 @@ FROM_STDIN = {
 
 
 def read_stdin(shown: str) -> str:
-    """stdin as the value of an argument given as '-': UTF-8 text, without one trailing newline (the one `echo` and an
-    editor's last line add). Bytes that are not UTF-8 are refused, never stored as replacement characters."""
+    """stdin as the value of an argument given as '-': UTF-8 text (a byte order mark first is dropped), without one
+    trailing newline ("\n" or "\r\n": the one `echo` and an editor's last line add). Bytes that are not UTF-8 are
+    refused, never stored as replacement characters; a closed stdin (`<&-`) is refused."""
+    if sys.stdin is None:
+        raise ValidationError(
+            f"{shown} is given as '-' but stdin is closed: nothing was stored. Pipe the text in (`echo TEXT | "
+            "tiermem ...`) or give it as the argument."
+        )
     data = sys.stdin.buffer.read()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValidationError(
             f"stdin ({shown} given as '-') is not UTF-8 text: the byte 0x{data[exc.start]:02x} at byte offset "
             f"{exc.start} is not valid UTF-8 ({exc.reason}). Nothing was stored: send the text as UTF-8 (from "
             "Latin-1, for example: `iconv -f latin1 -t utf-8 FILE | tiermem ...`)."
         ) from None
-    return text.removesuffix("\n")
+    return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
 
 
 def creates(args: argparse.Namespace) -> bool:

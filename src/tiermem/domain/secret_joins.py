@@ -9,8 +9,9 @@ length a piece is the key's when it looks random: no name made of words ("s3Buck
 ``_worded``), letters and digits or a capital inside it, and either the rest of its line (a wrapped key fills its
 lines) or ``_RANDOM_PIECE`` characters of upper and lower case letters and digits. Never a bare prefix in prose
 ("xoxb- tokens"), nor a piece a name is given to ("Auth0Domain=...", "  s3BucketName: reports": the next setting):
-a word after a key ("ghp_... thanks", "xoxb-... 2024") is the sentence's. Each pattern reads a run once (possessive
-runs, disjoint classes).
+a word after a key ("ghp_... thanks", "xoxb-... 2024") is the sentence's. Each pattern takes each step one way only
+(possessive runs, disjoint classes), and a prefix inside a token's run already read is not read again: a run of
+prefixes ("xoxb-xoxb-...") is read once, not once for each of its prefixes.
 """
 
 from __future__ import annotations
@@ -115,11 +116,15 @@ def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     tokens: list[tuple[int, int]] = []
     if not any(prefix in text for prefix in _LENGTHS):
         return gaps, tokens
+    read_to = 0  # the end of the last token's run read: a prefix inside it ("xoxb-xoxb-...") is that token's
     for m in _PREFIX.finditer(text):
+        if m.start() < read_to:
+            continue
         full = _LENGTHS[m.group(1)]
         at = m.end()
         body = _BODY.match(text, at)
         length, at = (body.end() - at, body.end()) if body else (0, at)
+        read_to = at
         found: list[tuple[int, int]] = []
         for _ in range(_MAX_PIECES):
             gap = _BREAK.match(text, at)

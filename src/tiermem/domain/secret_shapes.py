@@ -85,27 +85,56 @@ _SAID_OF_A_PASSWORD = frozenset(
 # a word ending as a participle or an adverb does ("-eed" is a word's own ending: "speed")
 _PARTICIPLE = re.compile(r"\w{3,}(?<![eE])(?:ed|ED)$|\w{3,}(?:ly|LY)$")
 _SHORT_RUN = 3
-# A run starting with a word shaped as a participle or an adverb ("-ed", "-en", "-ly": "invalidated", "overwritten",
-# "instantly") that goes on with a word telling where or when it is done is a description too ("is invalidated server
-# side", "is propagated cluster wide", "is compared byte wise", "is overwritten immediately afterwards")
-_DONE_SHAPE = re.compile(r"\w{3,}(?<![eE])(?:ed|ED)$|\w{3,}(?:en|EN|ly|LY)$")
-_WHERE_OR_WHEN = frozenset(
-    "server client side sides wide wise immediately afterwards afterward beforehand later earlier first last forever"
-    " instantly automatically again elsewhere upstream downstream inline offline online runtime onsite".split()
+# A run starting with a word shaped as a participle or an adverb ("-ed", "-ly": "invalidated", "instantly"), or an
+# irregular participle ("overwritten"), that goes on with words telling where or when a system does it is a
+# description too ("is invalidated server side", "is propagated cluster wide", "is compared byte wise", "is
+# overwritten immediately afterwards"). Not "-en" nor words any sentence may end with ("forever", "later", "online"):
+# "golden sunset forever", "kitchen garden online", "butterfly kisses forever" are passphrases
+_DONE_SHAPE = re.compile(r"\w{3,}(?<![eE])(?:ed|ED)$|\w{3,}(?:ly|LY)$")
+_IRREGULAR_DONE = frozenset(
+    "overwritten rewritten written hidden forgotten stolen broken chosen taken given driven proven shown thrown"
+    " withdrawn overridden".split()
 )
-# A first word telling to go and ask for it ("the password is ask Dave", "is: check Slack", "see Bitwarden"): a
-# pointer to a password, not one
+# where or when, as a system does it: "server side", "cluster wide", "byte wise" (a word before "side", "wide" or
+# "wise"), or one of these
+_WHERE_OR_WHEN = frozenset(
+    "immediately afterwards afterward beforehand instantly automatically upstream downstream inline serverside"
+    " clientside".split()
+)
+_SIDE_WIDE_WISE = frozenset("side sides wide wise".split())
+# A pointer to a password ("the password is ask Dave", "is: check Slack", "see Bitwarden"): one of these verbs, then
+# only a name (a capitalised word: a person, a tool, a place) or the place it is kept ("check vault"), one or two
+# words. "find nemo 2003", "look both ways", "get lucky tonight", "use tiger lily" are passphrases
 _POINTER = frozenset(
     "ask check see use look find contact call email ping message dm consult refer request get grab read".split()
 )
+_KEPT_IN = frozenset(
+    "vault vaults manager wiki doc docs email slack bitwarden lastpass keychain keepass team admin admins it"
+    " confluence notion sharepoint".split()
+)
+
+
+def _pointer(words: list[str]) -> bool:
+    """A verb telling to go and ask for a password, then a name or a place it is kept: "ask Dave", "check Slack"."""
+    rest = words[1:]
+    return (
+        words[0].lower() in _POINTER
+        and 1 <= len(rest) <= 2
+        and all((w[0].isupper() and w.isalpha()) or w.lower() in _KEPT_IN for w in rest)
+    )
+
+
+def _where_or_when(lowered: list[str]) -> bool:
+    """Words telling where or when a system does something to a password: "server side", "immediately"."""
+    return any(w in _WHERE_OR_WHEN or (w in _SIDE_WIDE_WISE and n > 0) for n, w in enumerate(lowered))
 
 
 def said_passphrase(value: str) -> bool:
     """A passphrase said after "the password is": two to eight words, none of them one that says something about a
     password (``_NOT_PASSPHRASE``), the first no gerund nor irregular participle ("is kept offline"), no predicate
     said of a password (``_SAID_OF_A_PASSWORD``: "is changed weekly", "is stored encrypted"), no pointer to one
-    ("is ask Dave", ``_POINTER``), no participle or adverb first with a word saying where or when after it ("is
-    invalidated server side", ``_WHERE_OR_WHEN``), and no two words one of them a participle or an adverb ("is
+    ("is ask Dave": a verb of ``_POINTER`` and a name), no participle or adverb first with words saying where or when
+    a system does it after it ("is invalidated server side", ``_WHERE_OR_WHEN``), and no two words one of them a participle or an adverb ("is
     Bitwarden managed")."""
     words = value.split()
     lowered = [w.lower() for w in words]
@@ -113,8 +142,8 @@ def said_passphrase(value: str) -> bool:
         PASSPHRASE_WORDS[0] <= len(words) <= PASSPHRASE_WORDS[1]
         and _PREDICATE.match(words[0]) is None
         and lowered[0] not in _SAID_OF_A_PASSWORD
-        and lowered[0] not in _POINTER
-        and not (_DONE_SHAPE.match(words[0]) and any(w in _WHERE_OR_WHEN for w in lowered[1:]))
+        and not _pointer(words)
+        and not ((_DONE_SHAPE.match(words[0]) or lowered[0] in _IRREGULAR_DONE) and _where_or_when(lowered[1:]))
         and not (len(words) <= _SHORT_RUN and any(w in _SAID_OF_A_PASSWORD for w in lowered))
         and not (len(words) == 2 and any(_PARTICIPLE.match(w) for w in words))
         and not any(w in _NOT_PASSPHRASE_WORDS for w in lowered)

@@ -375,9 +375,20 @@ _PASSWORD_WORD = r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)"
 _FOR_WHAT = r"(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,6}?)?"
 _IS = r"\s+(?i:is|was)\s*:?\s*"
 _IS_OR_COLON = r"(?:" + _IS + r"|[ \t]*:[ \t]*)"  # "the API key is ...", "here's my api key: ..."
-# a key's id, not the key: 16 hex digits (a GPG key's long id, an id a KMS shows) or 40 (a fingerprint), "0x" or not,
-# after a signing or an encryption key's name ("Signing key: 3AA5C34371567BD2"); a key of 128 bits has 32 or more
-_KEY_ID = r"(?:0x)?(?:[0-9A-Fa-f]{16}|[0-9A-Fa-f]{40})(?![\w/+=-])"
+# a key's id, not the key: 16 hex digits (a GPG key's long id, an id a KMS shows) or 40 (a fingerprint), said with a
+# cue that it is one: "GPG"/"PGP" before the key's name ("My GPG signing key: 3aa5c34371567bd2"), "key id",
+# "fingerprint", "GPG", "PGP" or "OpenPGP" just after it ("... (KMS key id)", "... on keys.openpgp.org"), or, after a
+# signing key's name, written as GPG prints one: "0x" first or upper case ("Signing key: 3AA5C34371567BD2"). Without
+# one, hex after a key's name is the key ("the webhook signing key is 8f14e45f...", "the encryption key is
+# 3aa5c34371567bd2"); a key of 128 bits has 32 digits or more
+_ANY_KEY_ID = r"(?:0x)?(?:[0-9A-Fa-f]{16}|[0-9A-Fa-f]{40})(?![\w/+=-])"
+_ID_CUE_AFTER = r"(?=[^\n]{0,40}?(?i:key[ _-]?id|fingerprint|gpg|pgp)(?![^\W_]))"
+_KEY_ID = (
+    r"(?:(?-i:(?:0x[0-9A-Fa-f]{16}|0x[0-9A-Fa-f]{40}|[0-9A-F]{16}|[0-9A-F]{40})(?![\w/+=-]))|(?:"
+    + _ANY_KEY_ID
+    + _ID_CUE_AFTER
+    + r"))"
+)
 _SAID_VALUE = (
     r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
     r"|((?>(?:[^\s\"'\u201c.,;:)]|[.,;:)]++(?=[^\s\"'\u201c]))+))(?=[.,;:)]*+(?:\s|$)))"
@@ -589,7 +600,14 @@ def _own_detectors() -> list[_Detector]:
             "secret",
             c(
                 r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|client|app|master)[ _-]?key"
-                r"|(?:signing|encryption)[ _-]?key(?!" + _FOR_WHAT + _IS_OR_COLON + _KEY_ID + r")"
+                r"|(?:gpg|pgp)\s+(?:signing|encryption)[ _-]?key(?!" + _FOR_WHAT + _IS_OR_COLON + _ANY_KEY_ID + r")"
+                r"|(?<!gpg )(?<!pgp )signing[ _-]?key(?!" + _FOR_WHAT + _IS_OR_COLON + _KEY_ID + r")"
+                r"|(?<!gpg )(?<!pgp )encryption[ _-]?key(?!"
+                + _FOR_WHAT
+                + _IS_OR_COLON
+                + _ANY_KEY_ID
+                + _ID_CUE_AFTER
+                + r")"
                 r"|(?:(?:access|auth|api|bearer|refresh|session|personal\s+access)\s+)?token"
                 r"|(?:(?:client|api|app|webhook)\s+)?secret)" + _FOR_WHAT + _IS_OR_COLON + _SAID_VALUE
             ),
@@ -834,14 +852,21 @@ def _mixed_case_and_digits(s: str) -> bool:
 
 # A word made of words, as prose writes it ("case-sensitive", "space-separated", "up-to-date"): no password (a
 # passphrase of four, "correct-horse-battery-staple", is one). Capitalised, as a sentence starts, it is one only with a
-# word joining its two ("Up-to-date", "Salt-and-pepper") or a describing word second ("Unicode-aware",
-# "Case-sensitive", "Machine-generated", "Time-based"): "Summer-breeze", "Sommer-regen" are passwords
+# word joining its two ("Up-to-date", "Salt-and-pepper"), a describing word second ("Unicode-aware",
+# "Case-sensitive", "Machine-generated", "Time-based", "Two-factor", "Non-expiring"), or a word first that makes a
+# describing compound ("One-time", "Built-in", "Self-service", "Top-secret", "Military-grade"): "Summer-breeze",
+# "Sommer-regen", "Verano-azul", "Soleil-bleu" are passwords
 _COMPOUND_WORD = re.compile(
     r"[a-z]+-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-)?[a-z]+"
     r"|[A-Z][a-z]*-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-[a-z]+"
     r"|(?:aware|sensitive|insensitive|agnostic|based|only|safe|proof|protected|specific|wide|free|friendly"
     r"|compatible|compliant|dependent|independent|driven|enabled|encoded|readable|like|style|level|side"
-    r"|[a-z]{2,}ed))"
+    r"|factor|platform|source|service|entropy|text|secret|trivial|random|grade|use|user|bound|known|empty"
+    r"|lowercase|uppercase|reversible|secure|heavy|ish|time|strength|length|case"
+    r"|[a-z]{2,}ed|[a-z]{3,}ing))"
+    r"|(?:One|Two|Three|Non|Never|Well|Built|Multi|Cross|Open|Self|Low|High|Plain|Top|Semi|Single|Per|Device|Time"
+    r"|Hardware|Military|Bank|Enterprise|Industry|All|Ultra|Auto|Ever|Pre|Org|Short|Long|Half|Fully|Anti|Post"
+    r"|Super|Extra|Double|Triple)-[a-z]+"
 )
 
 

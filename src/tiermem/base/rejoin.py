@@ -1,14 +1,16 @@
 """Whether an archival insert stored in chunks held a text: its text rebuilt from the chunks as the chunker cut it,
 each join the chunks leave open decided by cutting the candidates again with the same chunker.
 
-``holds_across`` (``chunking.py``) decides a join from the chunks alone, and cannot where they do not tell: at a cut
-that left no overlap (after a word longer than the overlap, or inside a word cut into slices) the text had
-whitespace there or none, and where a run repeats past the overlap several overlaps fit. ``held`` lists every join
-each join may be (``_options``) and keeps, between joins that are sure (``_Join.anchor``), only the choices whose
-text the chunker cuts into exactly these chunks again (``_window``: overlaps depth first, ``_Search``; cuts as a path
-of stretches between whitespace, ``_Cuts``). Texts that differ only at a cut are often cut alike (a long word cut
-into slices and the same slices as words, each filling a chunk): then each is looked in, as it is past the budget
-(``_CHECKS``, ``_CHARS``) or for chunks another chunker cut, so forgetting errs toward forgetting.
+The chunks alone do not tell every join: at a cut that left no overlap (after a word longer than the overlap, or
+inside a word cut into slices) the text had whitespace there (a space or a line end, which the chunker prefers to cut
+after) or none; where a run repeats past the overlap several overlaps fit; and neighbouring chunks a long word or run
+pasted again left alike may share all of it or be a cut. ``held`` lists every join each join may be (``_options``)
+and keeps, between joins that are sure (``_Join.anchor``), only the choices whose text the chunker cuts into exactly
+these chunks again (``_window``: depth first, ``_Search``; a run of cuts alone as a path of stretches between
+whitespace, ``_Cuts``). Texts that differ only at a cut are often cut alike (a long word cut into slices and the
+same slices as words, each filling a chunk): then each is looked in, as it is past the budget (``_CHECKS``,
+``_CHARS`` for one insert, ``Budget`` for one forget) or for chunks another chunker cut, so forgetting errs toward
+forgetting.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from .chunking import CHUNK_OVERLAP, _borders, _failure, _most_pieces, _step
 
-_SLICE_OVERLAP = 8  # characters: as ``chunking._SLICE_OVERLAP``, an overlap inside a word (slices) is no shorter
+_SLICE_OVERLAP = 8  # characters: an overlap starting or ending inside a word (slices of a long word) is no shorter
 _CHECKS = 100  # the most texts cut again for one insert; past it, the joins left are kept open (looked in each way)
 _CHARS = 100_000  # the most characters cut again for one insert, likewise (a cut of 4,000 characters takes ~35 ms)
 TOTAL_CHARS = 1_000_000  # the most characters cut again for one forget, over every insert it looks in (``Budget``)
@@ -246,9 +248,9 @@ def _options(before: str, after: str) -> _Join:
 
 def _may_overlap(before: str, after: str, k: int) -> bool:
     """Whether ``after[:k]`` (which ``before`` ends with) may be the overlap the chunker kept (all of ``after`` too:
-    a chunk that adds nothing, made where a long word left no room), starts and ends at words unless it is as long as a slice's
-    overlap is, and is not too short to be all of it (the word before it would have fitted:
-    ``chunking._may_share``, on stored whitespace)."""
+    a chunk that adds nothing, made where a long word left no room), starts and ends at words unless it is as long as
+    a slice's overlap is, and is not too short to be all of it (the word before it would have fitted: a word, with
+    the whitespace after it, is at most its UTF-8 bytes + 2 pieces, ``chunking._most_pieces``)."""
     at = len(before) - k
     if k > len(after) or at < 1:
         return False

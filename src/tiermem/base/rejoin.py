@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from .chunking import CHUNK_OVERLAP, _borders, _failure, _most_pieces, _step
 
 _SLICE_OVERLAP = 8  # characters: an overlap starting or ending inside a word (slices of a long word) is no shorter
-_CHECKS = 100  # the most texts cut again for one insert; past it, the joins left are kept open (looked in each way)
-_CHARS = 100_000  # the most characters cut again for one insert, likewise (a cut of 4,000 characters takes ~35 ms)
-TOTAL_CHARS = 1_000_000  # the most characters cut again for one forget, over every insert it looks in (``Budget``)
+_CHECKS = 200  # the most texts cut again for one insert; past it, the joins left are kept open (looked in each way)
+_CHARS = 250_000  # the most characters cut again for one insert, likewise (a cut of 4,000 characters takes ~35 ms)
+TOTAL_CHARS = 2_000_000  # the most characters cut again for one forget, over every insert it looks in (``Budget``)
 _CUTS = ("", " ", "\n")  # what a cut with no overlap had between its chunks: nothing (inside a word), whitespace
 _SPACES_AT_CUT = _CUTS[1:]  # a line end or not: the chunker prefers to cut after one, so both are cut again
 _SPACES = re.compile(r"\s+")

@@ -180,7 +180,13 @@ class FileRows:
                     f"folder {folder.name!r} was deleted meanwhile (by another process): nothing "
                     "was changed; create it again with `tiermem folders create` if it is still wanted."
                 )
-            changed = replace(current, **changes, updated_at=now())
+            changed = replace(
+                current,
+                name=changes.get("name", current.name),
+                description=changes.get("description", current.description),
+                instructions=changes.get("instructions", current.instructions),
+                updated_at=now(),
+            )
             if "name" in changes and (other := self._name_holder(folders, changed)) is not None:
                 return current, other
             self.put_folder(changed)

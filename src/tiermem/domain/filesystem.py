@@ -438,10 +438,10 @@ class Filesystem:
         given = {"name": new_name, "description": description, "instructions": instructions}
         changes = {k: v for k, v in given.items() if v is not None}  # only these: the others as stored now
         changed: Folder
-        other: Folder | None
-        changed, other = self.rows.change_folder(folder, changes)
-        if other is not None:  # another process took the name meanwhile
-            raise ValidationError(taken_name(str(new_name), other))
+        holder: Folder | None
+        changed, holder = self.rows.change_folder(folder, changes)
+        if holder is not None:  # another process took the name meanwhile
+            raise ValidationError(taken_name(str(new_name), holder))
         self._sync_views(changed.id)
         return changed
 

@@ -1,11 +1,15 @@
-"""``holds_across``: whether a text cut by ``chunk_text`` holds a given text across its chunks (what forgetting a
-text looks for in an archival insert stored in chunks)."""
+"""``chunk_text`` as ``rejoin.held`` reads it back: whether a text cut by ``chunk_text`` holds a given text across its
+chunks (what forgetting a text looks for in an archival insert stored in chunks), and the runs two chunks share
+(``_borders``). Every run of a text of long words and slices, and a word repeated past the overlap, are tested in
+``test_rejoin.py``."""
 
 from __future__ import annotations
 
 import random
+from functools import partial
 
-from tiermem.base.chunking import _borders, _borders_read, chunk_text, estimate_sizes, estimate_tokens, holds_across
+from tiermem.base.chunking import _borders, _borders_read, chunk_text, estimate_sizes, estimate_tokens
+from tiermem.base.rejoin import held
 
 
 def _pieces(word: str) -> int:
@@ -18,38 +22,17 @@ def _chunks(text: str) -> list[str]:
     )
 
 
-def test_every_run_across_chunks_is_held_and_a_changed_one_is_not() -> None:
-    """Words, and words cut into slices (no overlap, no whitespace at the cut): every run of the text no one chunk
-    holds is held across them, whitespace compared as single spaces; the same run with one character changed is
-    not (no join the chunks could have had makes it)."""
-    rng = random.Random(5)
-    checked = 0
-    for _ in range(20):
-        words = [
-            "".join(rng.choice("abcdef") for _ in range(rng.choice((3, 5, 8, 200, 400))))
-            for _ in range(rng.randint(20, 60))
-        ]
-        text = "".join(w + rng.choice((" ", "\n", "  ")) for w in words).strip()
-        chunks = _chunks(text)
-        assert len(chunks) > 1
-        for _ in range(40):
-            start = rng.randrange(len(text) - 3)
-            run = text[start : start + rng.randint(3, 600)].strip()
-            if len(run) < 3 or any(run in c for c in chunks):
-                continue
-            checked += 1
-            assert holds_across(chunks, run), run
-            assert holds_across(chunks, " ".join(run.split()).replace("\n", " "))
-            at = len(run) // 2
-            changed = run[:at] + "z" + run[at + 1 :]
-            assert not holds_across(chunks, changed), changed
-    assert checked > 150
+def test_no_chunks_or_no_text_hold_nothing() -> None:
+    assert not held([], "whole", _chunks)
+    assert not held(["abc def", "def ghi"], "   ", _chunks)
 
 
-def test_one_chunk_or_nothing_holds_nothing_across() -> None:
-    assert not holds_across(["a whole text"], "whole")
-    assert not holds_across([], "whole")
-    assert not holds_across(["abc def", "def ghi"], "   ")
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _one_each(words: list[str]) -> list[int]:
+    return [1] * len(words)
 
 
 _GREEK = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
@@ -88,14 +71,15 @@ def test_a_text_made_up_across_a_join_is_not_held() -> None:
     ] * 3:
         text = " ".join(rng.choice(words) for _ in range(size))
         if sizes == "bytes":
-            chunks = chunk_text(text, max_tokens=window, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
+            chunk = partial(chunk_text, max_tokens=window, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
         else:
-            chunks = chunk_text(text, max_tokens=window, count=lambda t: len(t.split()), sizes=lambda ws: [1] * len(ws))
+            chunk = partial(chunk_text, max_tokens=window, count=_word_count, sizes=_one_each)
+        chunks = chunk(text)
         assert len(chunks) > 2
         for made in _made_up(chunks, rng):
             if made not in text:
                 checked += 1
-                assert not holds_across(chunks, made), (size, window, made)
+                assert not held(chunks, made, chunk), (size, window, made)
     assert checked > 2000
 
 
@@ -106,26 +90,13 @@ def test_every_run_of_a_text_of_distinct_words_is_held() -> None:
     for size, window in [(300, 64), (800, 256), (120, 40)]:
         words = [f"{rng.choice(_GREEK)}{n}" for n in range(size)]
         text = "".join(w + rng.choice((" ", "\n", "  ")) for w in words).strip()
-        chunks = chunk_text(text, max_tokens=window, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
+        chunk = partial(chunk_text, max_tokens=window, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
+        chunks = chunk(text)
         assert len(chunks) > 2
         for _ in range(100):
             at = rng.randrange(size - 2)
             run = " ".join(words[at : at + rng.randint(2, 120)])
-            assert holds_across(chunks, run), run
-
-
-def test_a_word_repeated_across_a_join_is_not_held_with_more_or_fewer_repeats() -> None:
-    """A word repeated past the overlap: consecutive chunks share runs of it of many lengths, and which one the
-    chunker kept is not told apart. A text with the word repeated more or fewer times than the text has it is not
-    held; a few repeats, within the overlap, are told apart and held as the text has them."""
-    for repeats in (3, 20, 40, 60, 100, 300):
-        words = [f"w{i}" for i in range(50)] + ["la"] * repeats + [f"v{i}" for i in range(50)]
-        text = " ".join(words)
-        chunks = chunk_text(text, max_tokens=64, count=lambda t: len(t.split()), sizes=lambda ws: [1] * len(ws))
-        for n in (*range(1, repeats), *range(repeats + 1, 2 * repeats)):
-            assert not holds_across(chunks, " ".join(["w49", *["la"] * n, "v0"])), (repeats, n)
-        if repeats <= 40:
-            assert holds_across(chunks, " ".join(["w49", *["la"] * repeats, "v0"])), repeats
+            assert held(chunks, run, chunk), run
 
 
 def test_the_runs_two_chunks_share_are_the_same_found_either_way() -> None:

@@ -128,3 +128,40 @@ def test_doctor_names_a_folder_named_another_folders_id_and_its_rename_ends_it(
     memory = memory_of(tmp_path)
     assert memory.files.folder(private.id).name == "private-plans"
     assert memory.files.folder(docs.id).name == f"{private.id}_(2)"
+
+
+def _racing_read(memory: Memory, monkeypatch: pytest.MonkeyPatch, meanwhile: Any) -> None:
+    """``memory.files.folder`` (the read a rename or an edit starts with) returns the folder, then ``meanwhile`` runs:
+    another process acting between that read and the locked write."""
+    read = memory.files.folder
+
+    def racing(name: str) -> Any:
+        found = read(name)
+        meanwhile()
+        return found
+
+    monkeypatch.setattr(memory.files, "folder", racing)
+
+
+def test_a_rename_racing_a_delete_does_not_bring_the_folder_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    renaming, other = memory_of(tmp_path), memory_of(tmp_path)  # two processes
+    _racing_read(renaming, monkeypatch, lambda: other.files.delete_folder(other.files.folder("docs").id))
+
+    with pytest.raises(Exception, match="folder 'docs' was deleted meanwhile"):
+        renaming.files.update_folder("docs", new_name="handbook")
+    assert memory_of(tmp_path).files.folders() == []
+
+
+def test_a_rename_racing_an_edit_keeps_the_edit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(tmp_path, capsys, "folders", "create", "docs", "--description", "old words")[0] == 0
+    renaming, other = memory_of(tmp_path), memory_of(tmp_path)
+    _racing_read(renaming, monkeypatch, lambda: other.files.update_folder("docs", description="new words"))
+
+    renaming.files.update_folder("docs", new_name="handbook")
+    [folder] = memory_of(tmp_path).files.folders()
+    assert (folder.name, folder.description) == ("handbook", "new words")

@@ -893,3 +893,32 @@ def test_forget_text_across_joins_the_chunks_leave_open_takes_the_insert_s_own_t
         assert after.archive.rows.rows_where("passages", Filter(agent_id=agent)) == []
     finally:
         after.core.close()
+
+
+def test_forget_text_across_two_copies_of_a_long_token_pasted_three_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token too long to share an overlap, pasted three times: each copy fills a chunk of the default model, two
+    of them identical. A text spanning two copies (the end of one, the start of the next) is in no one chunk, and the
+    insert is forgotten all the same."""
+    import random
+
+    rng = random.Random(1)
+    token = "-".join(f"{rng.getrandbits(32):08x}" for _ in range(30))
+    root = tmp_path / "data"
+    settings = load_settings(data_dir=root, embedding_model="default")
+    memory = open_memory(settings, start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    memory.archival_insert(agent, "The key, pasted again and again:\n" + "\n".join([token] * 3), None)
+    rows = memory.archive.rows.rows_where("passages", Filter(agent_id=agent))
+    memory.core.close()
+    wanted = token[-16:] + " " + token[:16]
+    assert len(rows) == 3 and not any(wanted in " ".join(r["content"].split()) for r in rows)
+
+    capsys.readouterr()
+    args = ["--data-dir", str(root), "--embedding-model", "default", "--agent", "default", "--yes"]
+    assert main(["forget", "--text", wanted, *args]) == 0
+    assert capsys.readouterr().out.startswith("forgot 3 passage row(s)")
+    after = open_memory(settings, start_embedder=False)
+    assert after.archive.rows.rows_where("passages", Filter(agent_id=agent)) == []
+    after.core.close()

@@ -5,10 +5,14 @@ cutting the texts it may be again with the same chunker (what `forget --text` lo
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from functools import partial
 
-from tiermem.base.chunking import chunk_text, holds_across
-from tiermem.base.rejoin import held
+import pytest
+
+from tiermem.base.chunking import chunk_text
+from tiermem.base.rejoin import _CHARS, _CHECKS, Budget, held
+from tiermem.embedding.embedders import make_embedder
 
 
 def _pieces(word: str) -> int:
@@ -46,7 +50,7 @@ def test_a_run_across_joins_a_repeated_word_leaves_open_is_held_as_the_text_has_
         chunks = _by_words(text, 64)
         chunk = partial(_by_words, window=64)
         run = " ".join(["w49", *["la"] * repeats, "v0"])
-        assert not any(run in c for c in chunks) and not holds_across(chunks, run)  # the chunks alone do not tell
+        assert not any(run in c for c in chunks)
         assert held(chunks, run, chunk), repeats
         for n in (repeats - 1, repeats + 1, repeats // 2):
             assert not held(chunks, " ".join(["w49", *["la"] * n, "v0"]), chunk), (repeats, n)
@@ -74,7 +78,7 @@ def test_a_cut_with_no_overlap_is_held_with_its_own_whitespace_and_the_other_onl
             spaced = text[end] == " "
             left, right = before[-15:], after[:15]
             own, other = (f"{left} {right}", f"{left}{right}") if spaced else (f"{left}{right}", f"{left} {right}")
-            assert own in text and other not in text and holds_across(chunks, other)  # the chunks alone do not tell
+            assert own in text and other not in text
             assert held(chunks, own, _long), own
             own_held += 1
             flipped = text[:end] + text[end + 1 :] if spaced else text[:end] + " " + text[end:]
@@ -117,3 +121,56 @@ def test_chunks_another_chunker_cut_are_looked_in_every_way_they_may_join() -> N
     other = partial(_by_words, window=50)
     assert held(chunks, " ".join(["w1", *["la"] * 100, "v1"]), other)
     assert not held(chunks, "nothing like it", other)
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[str]]:
+    """The default model's chunker (its real window and tokenizer)."""
+    return make_embedder("default", tmp_path_factory.mktemp("models")).chunk
+
+
+def _repeated(word: str, reps: int, sep: str) -> str:
+    return "The key, pasted again and again:\n" + sep.join([word] * reps)
+
+
+def test_a_long_token_or_cjk_run_pasted_again_is_held_across_its_copies(minilm: Callable[[str], list[str]]) -> None:
+    """A token or a CJK run of about 200 pieces pasted two to four times: each copy fills a chunk, neighbouring chunks
+    are identical (they may share all of it, or be cut between with whitespace or none). The end of one copy and
+    the start of the next are held; the same with one character changed is not."""
+    rng = random.Random(1)
+    token = "-".join(f"{rng.getrandbits(32):08x}" for _ in range(30))
+    cjk = "".join(rng.choice("日本語中文字漢東京大阪都府県市町村") for _ in range(200))
+    for word in (token, cjk):
+        for reps in (2, 3, 4):
+            for sep in ("\n", " "):
+                chunks = minilm(_repeated(word, reps, sep))
+                wanted = word[-16:] + " " + word[:16]
+                assert len(chunks) >= reps and not any(wanted in " ".join(c.split()) for c in chunks)
+                assert reps < 3 or any(a == b for a, b in zip(chunks, chunks[1:]))  # identical neighbours
+                assert held(chunks, wanted, minilm), (word[:8], reps, sep)
+                assert not held(chunks, word[-16:] + " X" + word[1:16], minilm), (word[:8], reps, sep)
+
+
+def test_cutting_again_is_bounded_for_an_insert_and_for_a_forget(minilm: Callable[[str], list[str]]) -> None:
+    """A long CJK run pasted many times leaves many joins open: what is cut again stays within the bound for one
+    insert, and inserts sharing one forget's ``Budget`` stop cutting once it is spent; past either, the joins are
+    looked in every way, so the text is still held (forgetting errs toward forgetting)."""
+    rng = random.Random(1)
+    cjk = "".join(rng.choice("日本語中文字漢東京大阪都府県市町村") for _ in range(700))
+    chunks = minilm("note " + " ".join([cjk] * 6))
+    wanted = cjk[-10:] + " " + cjk[:10]
+    spent: list[int] = []
+
+    def counted(text: str) -> list[str]:
+        spent.append(len(text))
+        return minilm(text)
+
+    budget = Budget(chars=3 * _CHARS)
+    each: list[int] = []  # the characters each insert cut again
+    for n in range(5):
+        before = len(spent)
+        assert held(chunks, wanted, counted, budget), n
+        assert len(spent) - before <= _CHECKS and sum(spent[before:]) <= _CHARS, n
+        each.append(sum(spent[before:]))
+    assert sum(spent) <= 3 * _CHARS and budget.chars >= 0 and budget.checks == len(spent)
+    assert each[-1] < each[0], each  # the same insert, cut again less: the forget's budget ran out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from itertools import accumulate
 
 CHUNK_OVERLAP = 32
@@ -90,71 +90,6 @@ def chunk_text(
     return chunks
 
 
-def holds_across(chunks: Sequence[str], text: str) -> bool:
-    """Whether the text ``chunk_text`` cut into ``chunks`` (in order) holds ``text``, its whitespace compared as
-    single spaces (a cut drops the whitespace at a chunk's ends). The text is made again from its chunks
-    (``_segments``): consecutive chunks share a run of words or slices (their overlap, taken once: ``_join`` decides
-    it from the chunker's rule) or none (a slice cut: a word or a slice longer than the overlap ended the chunk
-    before). At a slice cut the text had a space there or none (a cut between words, or inside one word), which is not
-    stored: both are looked at (``_held``). Where the chunks do not tell their overlap apart (a run the text repeats:
-    more than one join fits), no match across them is looked for: a text made up across a join the chunker did not
-    make is never held. One chunk alone holds nothing across chunks."""
-    wanted = " ".join(text.split())
-    parts = [p for p in (" ".join(c.split()) for c in chunks) if p]
-    if not wanted or len(parts) < 2:
-        return False
-    return any(_held(segments, wanted) for segments in _segments(parts))
-
-
-def _segments(parts: Sequence[str]) -> list[list[str]]:
-    """The text of ``parts`` (normalized chunks) made again: runs of text split where the overlap is undecided (no
-    match is looked for across that), each a list of its segments: texts whose joins (slice cuts) are a space or
-    nothing."""
-    runs: list[list[str]] = []
-    segment, segments = [parts[0]], []
-    for before, after in zip(parts, parts[1:]):
-        shared = _join(before, after)
-        if shared is None or shared == 0:
-            segments.append("".join(segment))
-            segment = [after]
-            if shared is None:
-                runs.append(segments)
-                segments = []
-        else:
-            segment.append(after[shared:])
-    segments.append("".join(segment))
-    runs.append(segments)
-    return runs
-
-
-_SLICE_OVERLAP = 8  # characters: an overlap starting or ending inside a word (slices of a long word) is no shorter
-
-
-def _join(before: str, after: str) -> int | None:
-    """How ``after`` follows ``before`` (consecutive normalized chunks): the length of their overlap (the start of
-    ``after`` that ``before`` ends with), 0 for a slice cut (no overlap), None when the chunks do not tell.
-
-    The chunker's rule (``chunk_text``): the next chunk starts with the most words (or slices) that end the chunk
-    before and hold at most ``CHUNK_OVERLAP`` pieces, always leaving that chunk's first word; none when its last one
-    alone holds more. A word (with the whitespace after it) is at most its UTF-8 bytes + 2 pieces (``_most_pieces``:
-    WordPiece makes at most a piece a character, byte-level BPE a piece a byte, and a space or a word's start
-    marker may be one more), so a run shared by chance that is too short to be all of the overlap (the word before it
-    would have fitted too) is not one; nor is a run starting or ending inside a word that is shorter than
-    ``_SLICE_OVERLAP`` (only slices of a word over the model's window are cut inside it, and they are longer). The
-    one overlap left is the join; with none left, a slice cut, when the last word of ``before`` may hold more than
-    ``CHUNK_OVERLAP`` pieces (or ``before`` is one word)."""
-    found: list[int] = []
-    for k in _borders(before, after):
-        if _may_share(before, after, k):
-            found.append(k)
-            if len(found) > 1:
-                return None
-    if found:
-        return found[0]
-    space = before.rfind(" ")
-    return 0 if space < 0 or _most_pieces(before[space + 1 :]) > CHUNK_OVERLAP else None
-
-
 def _borders(before: str, after: str) -> list[int]:
     """Each length ``k`` (0 < k < len(before)) of a start of ``after`` that ``before`` ends with, longest first. The
     longer ones are looked for where ``before``'s end holds ``after``'s first ``_KEY`` characters (``str.find``); a
@@ -213,52 +148,9 @@ def _failure(pattern: str) -> list[int]:
     return fail
 
 
-def _may_share(before: str, after: str, k: int) -> bool:
-    """Whether ``after[:k]`` (which ``before`` ends with) may be the overlap ``chunk_text`` kept (``_join``)."""
-    at = len(before) - k
-    inside = before[at - 1] != " " or (k < len(after) and after[k] != " ")
-    if inside and k < _SLICE_OVERLAP:
-        return False
-    end = at - 1 if before[at - 1] == " " else at  # the end of the word (or slice) before the overlap
-    space = before.rfind(" ", 0, end)
-    if space < 0:  # that word may be the chunk's first, which the overlap always leaves out
-        return True
-    return _most_pieces(before[at:]) + _most_pieces(before[space + 1 : end]) > CHUNK_OVERLAP
-
-
 def _most_pieces(words: str) -> int:
     """At most how many pieces a tokenizer makes of ``words`` (single spaces between them)."""
     return sum(len(w.encode("utf-8")) + 2 for w in words.split(" "))
-
-
-def _held(segments: Sequence[str], wanted: str) -> bool:
-    """Whether ``segments`` joined each by a space or nothing (the joins of slice cuts) hold ``wanted`` (normalized):
-    each segment with ``in``; across joins, a Knuth-Morris-Pratt matcher that follows both joins at once, over the
-    text within ``len(wanted)`` characters of a join only."""
-    if any(wanted in s for s in segments):
-        return True
-    if len(segments) == 1:
-        return False
-    text = "".join(segments)
-    joins = list(accumulate(len(s) for s in segments[:-1]))
-    fail = _failure(wanted)
-    spans: list[list[int]] = []
-    for at in joins:
-        lo, hi = max(0, at - len(wanted)), min(len(text), at + len(wanted))
-        if spans and lo <= spans[-1][1]:
-            spans[-1][1] = hi
-        else:
-            spans.append([lo, hi])
-    cuts = set(joins)
-    for lo, hi in spans:
-        states = {0}
-        for i in range(lo, hi):
-            if i in cuts:
-                states |= {_step(wanted, fail, q, " ") for q in states}
-            states = {_step(wanted, fail, q, text[i]) for q in states} | {0}
-            if len(wanted) in states:
-                return True
-    return False
 
 
 def _step(wanted: str, fail: list[int], q: int, ch: str) -> int:

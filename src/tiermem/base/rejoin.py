@@ -1,14 +1,16 @@
 """Whether an archival insert stored in chunks held a text: its text rebuilt from the chunks as the chunker cut it,
 each join the chunks leave open decided by cutting the candidates again with the same chunker.
 
-``holds_across`` (``chunking.py``) decides a join from the chunks alone, and cannot where they do not tell: at a cut
-that left no overlap (after a word longer than the overlap, or inside a word cut into slices) the text had
-whitespace there or none, and where a run repeats past the overlap several overlaps fit. ``held`` lists every join
-each join may be (``_options``) and keeps, between joins that are sure (``_Join.anchor``), only the choices whose
-text the chunker cuts into exactly these chunks again (``_window``: overlaps depth first, ``_Search``; cuts as a path
-of stretches between whitespace, ``_Cuts``). Texts that differ only at a cut are often cut alike (a long word cut
-into slices and the same slices as words, each filling a chunk): then each is looked in, as it is past the budget
-(``_CHECKS``, ``_CHARS``) or for chunks another chunker cut, so forgetting errs toward forgetting.
+The chunks alone do not tell every join: at a cut that left no overlap (after a word longer than the overlap, or
+inside a word cut into slices) the text had whitespace there (a space or a line end, which the chunker prefers to cut
+after) or none; where a run repeats past the overlap several overlaps fit; and neighbouring chunks a long word or run
+pasted again left alike may share all of it or be a cut. ``held`` lists every join each join may be (``_options``)
+and keeps, between joins that are sure (``_Join.anchor``), only the choices whose text the chunker cuts into exactly
+these chunks again (``_window``: depth first, ``_Search``; a run of cuts alone as a path of stretches between
+whitespace, ``_Cuts``). Texts that differ only at a cut are often cut alike (a long word cut into slices and the
+same slices as words, each filling a chunk): then each is looked in, as it is past the budget (``_CHECKS``,
+``_CHARS`` for one insert, ``Budget`` for one forget) or for chunks another chunker cut, so forgetting errs toward
+forgetting.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from dataclasses import dataclass
 
 from .chunking import CHUNK_OVERLAP, _borders, _failure, _most_pieces, _step
 
-_SLICE_OVERLAP = 8  # characters: as ``chunking._SLICE_OVERLAP``, an overlap inside a word (slices) is no shorter
-_CHECKS = 1000  # the most texts cut again for one insert; past it, the joins left are kept open (looked in each way)
-_CHARS = 4_000_000  # the most characters cut again for one insert, likewise
-_CUTS = ("", " ")  # what a cut with no overlap had between its chunks: nothing (inside a word) or whitespace
+_SLICE_OVERLAP = 8  # characters: an overlap starting or ending inside a word (slices of a long word) is no shorter
+_CHECKS = 200  # the most texts cut again for one insert; past it, the joins left are kept open (looked in each way)
+_CHARS = 250_000  # the most characters cut again for one insert, likewise (a cut of 4,000 characters takes ~35 ms)
+TOTAL_CHARS = 2_000_000  # the most characters cut again for one forget, over every insert it looks in (``Budget``)
+_CUTS = ("", " ", "\n")  # what a cut with no overlap had between its chunks: nothing (inside a word), whitespace
+_SPACES_AT_CUT = _CUTS[1:]  # a line end or not: the chunker prefers to cut after one, so both are cut again
 _SPACES = re.compile(r"\s+")
 
 
@@ -36,11 +40,21 @@ class _Join:
     cut: bool  # a cut with no overlap may be the join: whitespace there or none, which the chunks do not keep
 
 
-def held(chunks: Sequence[str], text: str, chunk: Callable[[str], list[str]]) -> bool:
+@dataclass
+class Budget:
+    """What the ``held`` calls of one forget may still spend cutting texts again (characters), and what they spent
+    (``checks``: texts cut again). Past it, each join left open is looked in every way it may be."""
+
+    chars: int = TOTAL_CHARS
+    checks: int = 0
+
+
+def held(chunks: Sequence[str], text: str, chunk: Callable[[str], list[str]], budget: Budget | None = None) -> bool:
     """Whether the text ``chunk`` cut into ``chunks`` (in order, as stored) holds ``text``, whitespace compared as
     single spaces. Where more than one text fits the chunks, the ones ``chunk`` does not cut into them are dropped;
     if none or several are left (chunks another model's chunker cut, or texts the chunker cuts alike), every one
-    left is looked in, so forgetting errs toward forgetting."""
+    left is looked in, so forgetting errs toward forgetting. Cutting again is bounded for this insert (``_CHECKS``,
+    ``_CHARS``) and over the calls sharing ``budget`` (one forget's): past either, the joins left stay open."""
     wanted = " ".join(text.split())
     parts = [c for c in chunks if c.strip()]
     if not wanted or not parts:
@@ -51,7 +65,7 @@ def held(chunks: Sequence[str], text: str, chunk: Callable[[str], list[str]]) ->
         return False
     if all(len(p) == 1 for p in pieces):
         return True
-    cutter = _Cutter(chunk)
+    cutter = _Cutter(chunk, Budget() if budget is None else budget)
     decided: list[tuple[str, ...]] = [pieces[0]]
     first = 0  # the first chunk of the run of open joins being decided
     for i in range(len(joins) + 1):
@@ -76,7 +90,9 @@ def _window(
     if all(len(o) == 1 for o in options):
         return options
     try:
-        if any(joins[j].cut for j in range(first, last)):
+        if any(joins[j].cut for j in range(first, last)) and all(
+            len(joins[j].tails) == (len(_CUTS) if joins[j].cut else 1) for j in range(first, last)
+        ):
             return _Cuts(parts, joins, first, last, cutter).decided()
         found = _Search(parts, options, first, cutter).texts(0, "")
     except _TooMany:
@@ -131,7 +147,7 @@ class _Cuts:
         self._memo: dict[tuple[int, ...], bool] = {}
 
     def decided(self) -> list[tuple[str, ...]]:
-        if any(len(self.joins[j].tails) != 2 for j in self.cuts) or any(
+        if any(len(self.joins[j].tails) != len(_CUTS) for j in self.cuts) or any(
             len(self.joins[j].tails) != 1 for j in range(self.first, self.last) if j not in self.cuts
         ):
             raise _TooMany  # an overlap open beside a cut: left open
@@ -158,9 +174,9 @@ class _Cuts:
                 out.append(self.joins[j].tails)
                 continue
             k = self.ends.index(j)
-            inside, space = self.joins[j].tails
+            inside, *spaces = self.joins[j].tails
             kept = [inside] if any(x < k < y for x, y in on) else []
-            kept += [space] if any(y == k for _, y in on) else []
+            kept += spaces if any(y == k for _, y in on) else []
             out.append(tuple(kept))
         return out
 
@@ -170,33 +186,39 @@ class _Cuts:
         return self.parts[a] + "".join(self.joins[j].tails[0] for j in range(a, b))
 
     def _fits(self, *at: int) -> bool:
-        """Whether the stretches between the ends ``at`` (one or two stretches), whitespace between them, are cut
+        """Whether the stretches between the ends ``at`` (one or two stretches), a space or a line end between them, are cut
         into exactly their chunks."""
         if at not in self._memo:
-            text = " ".join(self._stretch(x, y) for x, y in zip(at, at[1:]))
+            stretches = [self._stretch(x, y) for x, y in zip(at, at[1:])]
             end = self.ends[at[-1]]
             empty = 0
             while end - empty > self.ends[at[-2]] + 1 and self.joins[end - empty - 1].tails[0] == "":
                 empty += 1
-            self._memo[at] = self.cutter.alike(text, self.parts[self.ends[at[0]] + 1 : end + 1], empty)
+            chunks = self.parts[self.ends[at[0]] + 1 : end + 1]
+            glues = _SPACES_AT_CUT if len(stretches) > 1 else _SPACES_AT_CUT[:1]  # one stretch: no whitespace
+            self._memo[at] = any(self.cutter.alike(glue.join(stretches), chunks, empty) for glue in glues)
         return self._memo[at]
 
 
 @dataclass
 class _Cutter:
-    """The embedder's chunker, and what one ``held`` call has spent cutting texts again (``_CHECKS``, ``_CHARS``)."""
+    """The embedder's chunker, and what one ``held`` call has spent cutting texts again (``_CHECKS``, ``_CHARS``)
+    and what its forget may still spend (``budget``)."""
 
     chunk: Callable[[str], list[str]]
+    budget: Budget
     checks: int = 0
     chars: int = 0
 
     def alike(self, text: str, chunks: Sequence[str], empty: int = 0) -> bool:
         """Whether ``text`` is cut into ``chunks``; its last ``empty`` chunks add nothing to the one before (the
         chunker makes them only when more text follows), so they are not looked for. Past the budget: ``_TooMany``."""
+        if self.checks >= _CHECKS or self.chars + len(text) > _CHARS or len(text) > self.budget.chars:
+            raise _TooMany
         self.checks += 1
         self.chars += len(text)
-        if self.checks > _CHECKS or self.chars > _CHARS:
-            raise _TooMany
+        self.budget.chars -= len(text)
+        self.budget.checks += 1
         return self.chunk(text) == list(chunks[: len(chunks) - empty])
 
 
@@ -209,7 +231,10 @@ def _options(before: str, after: str) -> _Join:
         overlaps.append(len(after))
     tails = [after[k:] for k in overlaps]
     words = before.split()
-    cut = not overlaps and (len(words) < 2 or _most_pieces(words[-1]) > CHUNK_OVERLAP)
+    # a cut whenever ``before``'s last word may be longer than the overlap, overlaps or not: neighbouring chunks a
+    # repeated long word or run left alike share all of it, yet the chunker may have cut between them (re-chunking
+    # decides which)
+    cut = len(words) < 2 or _most_pieces(words[-1]) > CHUNK_OVERLAP
     if cut:
         tails += [glue + after for glue in _CUTS]
     anchor = (
@@ -223,9 +248,9 @@ def _options(before: str, after: str) -> _Join:
 
 def _may_overlap(before: str, after: str, k: int) -> bool:
     """Whether ``after[:k]`` (which ``before`` ends with) may be the overlap the chunker kept (all of ``after`` too:
-    a chunk that adds nothing, made where a long word left no room), starts and ends at words unless it is as long as a slice's
-    overlap is, and is not too short to be all of it (the word before it would have fitted:
-    ``chunking._may_share``, on stored whitespace)."""
+    a chunk that adds nothing, made where a long word left no room), starts and ends at words unless it is as long as
+    a slice's overlap is, and is not too short to be all of it (the word before it would have fitted: a word, with
+    the whitespace after it, is at most its UTF-8 bytes + 2 pieces, ``chunking._most_pieces``)."""
     at = len(before) - k
     if k > len(after) or at < 1:
         return False

@@ -160,15 +160,49 @@ class FileRows:
         checked and the folder written under the store's lock (``CHUNKS_LOCK``), so two processes creating or
         renaming to one name at once make one folder of it."""
         with self.store.conn.exclusive(CHUNKS_LOCK):
-            rows = self.store.conn.rows("folders", None, latest=True)  # not one read up to ``read_staleness`` ago
-            named = sorted((folder_from_row(r) for r in rows), key=lambda f: (f.created_at, f.id))
-            others = [f for f in named if f.id != folder.id]
-            other = next((f for f in others if f.name == folder.name), None)
-            other = other or next((f for f in others if f.id == folder.name), None)
+            other = self._name_holder(self._latest_folders(), folder)
             if other is not None:
                 return other
             self.put_folder(folder)
         return None
+
+    def change_folder(self, folder: Folder, changes: Mapping[str, str]) -> tuple[Folder, Folder | None]:
+        """Apply ``changes`` (a folder's ``name``, ``description``, ``instructions``) to ``folder`` as it is stored
+        now, under the store's lock (``CHUNKS_LOCK``), so that a rename or an edit racing another process's neither
+        brings back a folder deleted meanwhile nor writes back the other fields as they were read before. Returns the
+        folder as written, and None; or, when another folder holds the new name (``put_named_folder``), the folder
+        unchanged and that one, nothing written. ``NotFoundError`` when the folder was deleted meanwhile."""
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            folders = self._latest_folders()
+            current = next((f for f in folders if f.id == folder.id), None)
+            if current is None:
+                raise NotFoundError(
+                    f"folder {folder.name!r} was deleted meanwhile (by another process): nothing "
+                    "was changed; create it again with `tiermem folders create` if it is still wanted."
+                )
+            changed = replace(
+                current,
+                name=changes.get("name", current.name),
+                description=changes.get("description", current.description),
+                instructions=changes.get("instructions", current.instructions),
+                updated_at=now(),
+            )
+            if "name" in changes and (other := self._name_holder(folders, changed)) is not None:
+                return current, other
+            self.put_folder(changed)
+        return changed, None
+
+    def _latest_folders(self) -> list[Folder]:
+        """Every folder as stored now (not one read up to ``read_staleness`` ago), oldest first."""
+        rows = self.store.conn.rows("folders", None, latest=True)
+        return sorted((folder_from_row(r) for r in rows), key=lambda f: (f.created_at, f.id))
+
+    @staticmethod
+    def _name_holder(folders: Sequence[Folder], folder: Folder) -> Folder | None:
+        """The other folder that holds ``folder``'s name, or has it as its id (a folder is reached by its id too)."""
+        others = [f for f in folders if f.id != folder.id]
+        other = next((f for f in others if f.name == folder.name), None)
+        return other or next((f for f in others if f.id == folder.name), None)
 
     def delete_folder(self, folder_id: str) -> int:
         """Delete a folder with its files and their chunks (chunks first, the folder row last); returns the files."""

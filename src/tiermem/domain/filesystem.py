@@ -435,17 +435,13 @@ class Filesystem:
             other = self.rows.folder_named(new_name) or self.rows.folder(new_name)
             if other is not None and other.id != folder.id:
                 raise ValidationError(taken_name(new_name, other))
-        changed = replace(
-            folder,
-            name=new_name or folder.name,
-            description=folder.description if description is None else description,
-            instructions=folder.instructions if instructions is None else instructions,
-            updated_at=now(),
-        )
-        if new_name is None:
-            self.rows.put_folder(changed)
-        elif (other := self.rows.put_named_folder(changed)) is not None:  # another process took the name meanwhile
-            raise ValidationError(taken_name(new_name, other))
+        given = {"name": new_name, "description": description, "instructions": instructions}
+        changes = {k: v for k, v in given.items() if v is not None}  # only these: the others as stored now
+        changed: Folder
+        holder: Folder | None
+        changed, holder = self.rows.change_folder(folder, changes)
+        if holder is not None:  # another process took the name meanwhile
+            raise ValidationError(taken_name(str(new_name), holder))
         self._sync_views(changed.id)
         return changed
 

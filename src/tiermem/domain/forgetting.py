@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, to_us
-from ..base.rejoin import held
+from ..base.rejoin import Budget, held
 from ..store import Filter
 from . import forget_record
 from .archive import context_of, passes_on, shape_message
@@ -300,12 +300,14 @@ def _passages_across_chunks(memory: Memory, done: Forgotten, agent_id: str | Non
     """Forget the archival inserts stored in chunks whose text holds ``text`` across two chunks or more (no one chunk
     holds it): the chunks of every insert of the scope stored in chunks are read in one scan (their text, never their
     vectors) and the insert's text is made again from them and looked in (``rejoin.held``: where the chunks leave a
-    join open, the texts the embedder's chunker does not cut into them again are dropped). No part of the text is sure
-    to be in one chunk (a word cut into slices, a CJK run, is cut with no overlap, anywhere in it), so the chunks are
-    not first narrowed by a part of it."""
+    join open, the texts the embedder's chunker does not cut into them again are dropped, within a bound for each
+    insert and one for the whole forget, ``rejoin.Budget``, past which the join is looked in every way). No part of
+    the text is sure to be in one chunk (a word cut into slices, a CJK run, is cut with no overlap, anywhere in it),
+    so the chunks are not first narrowed by a part of it."""
     chunked = memory.archive.rows.chunked("passages", Filter(agent_id=agent_id))
     chunk = memory.archive.embedder.chunk
-    holding = tuple(group for group, chunks in chunked.items() if held(chunks, text, chunk))
+    budget = Budget()  # one for the whole forget: past it, each insert's open joins are looked in every way
+    holding = tuple(group for group, chunks in chunked.items() if held(chunks, text, chunk, budget))
     if holding:
         _passages(memory, done, Filter(agent_id=agent_id, group_ids=holding))
 

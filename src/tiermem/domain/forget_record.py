@@ -10,7 +10,15 @@ a block of its) at another moment is not taken for the forgotten one.
 A restore of a backup (``interop/backup.py``) leaves out what the record names (``left_out``): those rows, and an
 agent forgotten whole with everything of its own; a block whose value in the backup is a forgotten version is
 restored at its newest version the backup holds that is not forgotten (left out, with its attachments, if none is).
-``--include-forgotten`` restores them and takes their keys out of the record. Deletions (``archival_memory_delete``,
+A forget ``--text`` also EDITS rows: the keyword text of the turns after a forgotten message (it quotes the turn
+before it) and an agent's system prompt. Those edits are recorded too: ``retext_key`` per message rewritten,
+``system_key`` per system prompt edited (the digest of the agent's id and creation time, and the moment of the forget,
+in the clear: when the backup's copy predates it). A restore writes a recorded message with its keyword text made again
+from the backup's turns left before it (``_retext``), and an agent whose backup copy predates a forget's edit of its
+system prompt with the system prompt it has here (``systems``; an agent deleted here since keeps the backup's: the
+record holds no text to take out of it).
+``--include-forgotten`` restores them and takes their keys out of the record (an agent forgotten whole: the keys of
+its rows restored too). Deletions (``archival_memory_delete``,
 ``agents delete``) are not recorded: a restore brings back what was deleted, as a backup is for.
 """
 
@@ -19,9 +27,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..base.records import from_us
 from ..core.uses import Use
+from ..store import Filter
+from .archive import context_of, shape_message
+
+if TYPE_CHECKING:
+    from .memory import Memory
 
 
 def key(kind: str, ident: str, created_us: int) -> str:
@@ -41,6 +55,27 @@ def agent_key(agent_id: str, created_us: int) -> str:
     return key("agent", agent_id, created_us)
 
 
+def retext_key(message_id: str, created_us: int) -> str:
+    """A message whose keyword text a forget wrote again (it quoted a forgotten turn)."""
+    return key("retext", message_id, created_us)
+
+
+def system_key(agent_id: str, created_us: int, forgot_us: int) -> str:
+    """An agent whose system prompt a forget edited at ``forgot_us`` (kept in the clear: a restore compares it with
+    the backup's copy of the agent)."""
+    return f"{key('system', agent_id, created_us)}@{int(forgot_us)}"
+
+
+def _system_edits(record: set[str]) -> dict[str, int]:
+    """The system prompt keys of ``record``: digest -> the latest forget that edited it."""
+    out: dict[str, int] = {}
+    for k in record:
+        digest, at, when = k.partition("@")
+        if at and when.isdigit():
+            out[digest] = max(out.get(digest, 0), int(when))
+    return out
+
+
 @dataclass
 class Left:
     """What a restore leaves out of a backup because it was forgotten here: ``rows`` is the backup without it."""
@@ -49,14 +84,18 @@ class Left:
     agents: list[str] = field(default_factory=list)  # names of the agents forgotten whole
     counts: dict[str, int] = field(default_factory=dict)  # passages, messages, block versions (of other agents)
     keys: set[str] = field(default_factory=set)  # the record's keys the backup holds
+    edits: set[str] = field(default_factory=set)  # the record's keys of rows a forget edited, the backup holds
     gone: set[str] = field(default_factory=set)  # ids of the messages, passages and blocks left out
 
     def anything(self) -> bool:
         return bool(self.keys)
 
 
-def left_out(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> Left:
-    """The backup's ``rows`` without what ``record`` (the core's forget record) names; see the module's docstring."""
+def left_out(
+    rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str], systems: Mapping[str, str] | None = None
+) -> Left:
+    """The backup's ``rows`` without what ``record`` (the core's forget record) names, and with the rows a forget
+    edited as it left them (``systems``: the system prompt of each agent here); see the module's docstring."""
     out = {t: list(found) for t, found in rows.items()}
     if not record:
         return Left(out)
@@ -82,7 +121,49 @@ def left_out(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> 
     out["block_history"] = [r for r, _k in history if str(r["key"]) not in forgotten]
     if forgotten:
         _roll_back_blocks(out, forgotten, left)
+    _edited(out, record, left, systems or {})  # after the forgotten turns are left out: the rest is made again without
     return left
+
+
+def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, systems: Mapping[str, str]) -> None:
+    """The rows of ``out`` a forget edited, as it left them: see the module's docstring."""
+    edits = _system_edits(record)
+    agents = []
+    for r in out["agents"]:
+        digest = key("system", str(r["id"]), int(r["created_us"]))
+        if digest in edits:
+            left.edits.add(f"{digest}@{edits[digest]}")
+            if int(r["updated_us"]) < edits[digest] and str(r["id"]) in systems:
+                r = {**r, "system": systems[str(r["id"])]}
+        agents.append(r)
+    out["agents"] = agents
+    retexted = {str(r["id"]) for r in out["messages"] if retext_key(str(r["id"]), int(r["created_us"])) in record}
+    if retexted:
+        left.edits |= {retext_key(str(r["id"]), int(r["created_us"])) for r in out["messages"] if r["id"] in retexted}
+        out["messages"] = _retext(out["messages"], retexted)
+
+
+def _retext(messages: list[dict[str, Any]], retexted: set[str]) -> list[dict[str, Any]]:
+    """``messages`` with the keyword text of ``retexted`` made again from the turns before them in ``messages`` (the
+    forgotten ones left out already), as the forget made it."""
+    conversations = {(r["agent_id"], r["conversation_id"]) for r in messages if r["id"] in retexted}
+    texts: dict[str, str] = {}
+    for agent, conversation in conversations:
+        turns = [r for r in messages if (r["agent_id"], r["conversation_id"]) == (agent, conversation)]
+        previous = ""
+        for r in sorted(turns, key=lambda r: (int(r["seq"]), int(r["created_us"]))):
+            if r["id"] in retexted:
+                texts[str(r["id"])] = shape_message(r["content"], from_us(int(r["created_us"])), previous)
+            previous = context_of(r["role"], r["content"], previous)
+    return [{**r, "text": texts[r["id"]]} if r["id"] in texts else r for r in messages]
+
+
+def restored_keys(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> set[str]:
+    """The keys of ``record`` a restore of every one of ``rows`` (``--include-forgotten``) takes out: an agent
+    forgotten whole's, and those of its own rows forgotten before it, as every other's."""
+    agents = {agent_key(str(r["id"]), int(r["created_us"])) for r in rows["agents"]} & record
+    left = left_out(rows, record - agents)
+    return agents | left.keys | left.edits
 
 
 def _without_agents(out: dict[str, list[dict[str, Any]]], agents: set[str], left: Left) -> None:
@@ -145,4 +226,33 @@ def note(left: Left, *, included: bool) -> list[str]:
     return [
         f"left out what was forgotten here (`tiermem forget`): {what}. To restore it too, run the import again with "
         "--include-forgotten"
+    ]
+
+
+def forgotten_meanwhile(memory: Memory, rows: Mapping[str, Sequence[dict[str, Any]]], late: set[str]) -> list[str]:
+    """Forget again what a restore of ``rows`` wrote back that a forget running meanwhile recorded (``late``: the keys
+    recorded since the restore read the record): those messages, passages and block versions, and agents forgotten
+    whole. A note saying so, or none."""
+    gone: dict[str, int] = {}
+    here = {a.id for a in memory.core.list_agents()}
+    for r in rows["agents"]:
+        if agent_key(str(r["id"]), int(r["created_us"])) in late and str(r["id"]) in here:
+            memory.delete_agent(str(r["id"]), purge=False)
+            gone["agent(s)"] = gone.get("agent(s)", 0) + 1
+    for table, kind in (("passages", "passage"), ("messages", "message")):
+        ids = tuple(str(r["id"]) for r, k in zip(rows[table], row_keys(kind, rows[table]), strict=True) if k in late)
+        if ids:
+            gone[table] = memory.archive.rows.forget(table, Filter(ids=ids))
+    versions: dict[str, set[int]] = {}
+    for r in rows["block_history"]:
+        if version_key(str(r["block_id"]), int(r["version"]), int(r["created_us"])) in late:
+            versions.setdefault(str(r["block_id"]), set()).add(int(r["version"]))
+    for block_id, wanted in versions.items():
+        gone["block versions"] = gone.get("block versions", 0) + memory.core.forget_versions(block_id, wanted)
+    if not any(gone.values()):
+        return []
+    memory.core.purge()
+    counts = ", ".join(f"{n} {what}" for what, n in gone.items() if n)
+    return [
+        f"a forget ran while this restore did: what it forgot and the restore wrote back was forgotten again ({counts})"
     ]

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us, to_us
+from ..base.records import now as now_
 from ..base.rejoin import held
 from ..store import Filter
 from . import forget_record
@@ -355,6 +356,7 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
             passing = passes_on(r["role"], r["content"])  # a tool result passes a forgotten turn's start on too
             previous, after_gone = context_of(r["role"], r["content"], previous), after_gone and passing
         memory.archive.forget_turns(agent)
+    memory.core.record_forgotten(forget_record.row_keys("retext", changed))  # a restore writes them as edited here
     rows.retext("messages", changed)
     done.retexted += len(changed)
 
@@ -464,7 +466,9 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
                 _forget_versions(memory, done, current, holding, agent_id)
     done.notes += memory.archive.links.forget_text(text, agent_id)
     for agent in agents:
-        if text in agent.system:
+        if text in agent.system:  # recorded first: a restore of an older copy keeps the prompt as edited here
+            edited_us = to_us(now_())
+            memory.core.record_forgotten([forget_record.system_key(agent.id, to_us(agent.created_at), edited_us)])
             memory.set_agent_metadata(agent.id, {}, system=agent.system.replace(text, ""))
             done.prompts.append(agent.name)
     if agent_id is None:  # folders are shared: only a forget over every agent's memory edits them

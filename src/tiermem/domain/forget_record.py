@@ -25,7 +25,8 @@ its rows restored too). Deletions (``archival_memory_delete``,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,11 @@ def system_key(agent_id: str, created_us: int, forgot_us: int) -> str:
     return f"{key('system', agent_id, created_us)}@{int(forgot_us)}"
 
 
+def systems_here(memory: Memory, record: set[str]) -> dict[str, str]:
+    """The system prompt of each agent here, when ``record`` holds a forget's edit of one (else none are read)."""
+    return {a.id: a.system for a in memory.core.list_agents()} if _system_edits(record) else {}
+
+
 def _system_edits(record: set[str]) -> dict[str, int]:
     """The system prompt keys of ``record``: digest -> the latest forget that edited it."""
     out: dict[str, int] = {}
@@ -89,6 +95,21 @@ class Left:
 
     def anything(self) -> bool:
         return bool(self.keys)
+
+
+@contextmanager
+def recorded(memory: Memory, keys: list[str]) -> Iterator[None]:
+    """``keys`` in the forget record while the block runs, the deletion or edit they stand for (recorded first: a
+    restore running meanwhile leaves it out); taken out again when it fails, so the record names no row still here."""
+    if not keys:
+        yield
+        return
+    memory.core.record_forgotten(keys)
+    try:
+        yield
+    except BaseException:
+        memory.core.unrecord_forgotten(keys)
+        raise
 
 
 def left_out(

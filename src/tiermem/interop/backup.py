@@ -290,7 +290,7 @@ def import_backup(
     archive = memory.archive
     backup = whole = read_backup(memory, path)
     record = memory.core.forgotten_keys()
-    systems = {a.id: a.system for a in memory.core.list_agents()}  # as a forget left them (before any is replaced)
+    systems = forget_record.systems_here(memory, record)  # as a forget left them (before any agent is replaced)
     if not include_forgotten:  # the backup as if it had been made after the forgets
         left = forget_record.left_out(backup.rows, record, systems)
         backup = replaced(backup, rows=left.rows, **forget_record.of_the_rest(left, backup.links, backup.uses))
@@ -346,7 +346,7 @@ def import_backup(
                 elif table in FOLDER_TABLES:
                     done += filesystem.restore_rows(memory.files, table, batch)
                 else:
-                    done += memory.core.merge_rows(table, key, rows_of(table, batch))
+                    done += memory.core.merge_rows(table, key, rows_of(table, batch), fill_gaps=include_forgotten)
                 progress.advance(len(batch))
             inserted[table] = done
     finally:

@@ -155,7 +155,7 @@ def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, 
         if digest in edits:
             left.edits.add(f"{digest}@{edits[digest]}")
             if int(r["updated_us"]) < edits[digest] and str(r["id"]) in systems:
-                r = {**r, "system": systems[str(r["id"])]}
+                r = {**r, "system": systems[str(r["id"])], "updated_us": edits[digest]}  # as of the forget's edit
         agents.append(r)
     out["agents"] = agents
     retexted = {str(r["id"]) for r in out["messages"] if retext_key(str(r["id"]), int(r["created_us"])) in record}

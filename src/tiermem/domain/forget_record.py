@@ -14,7 +14,7 @@ A forget ``--text`` also EDITS rows: the keyword text of the turns after a forgo
 before it) and an agent's system prompt. Those edits are recorded too: ``retext_key`` per message rewritten,
 ``system_key`` per system prompt edited (the digest of the agent's id and creation time, and the moment of the forget,
 in the clear: when the backup's copy predates it). A restore writes a recorded message with its keyword text made again
-from the backup's turns left before it (``_retext``), and an agent whose backup copy predates a forget's edit of its
+from the backup's turns left before it (``forget_restore.retext``), and an agent whose backup copy predates a forget's edit of its
 system prompt with the system prompt it has here (``systems``; an agent deleted here since keeps the backup's: the
 record holds no text to take out of it).
 ``--include-forgotten`` restores them and takes their keys out of the record (an agent forgotten whole: the keys of
@@ -25,18 +25,11 @@ its rows restored too). Deletions (``archival_memory_delete``,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..base.records import from_us
 from ..core.uses import Use
-from ..store import Filter
-from .archive import context_of, shape_message
-
-if TYPE_CHECKING:
-    from .memory import Memory
 
 
 def key(kind: str, ident: str, created_us: int) -> str:
@@ -67,12 +60,7 @@ def system_key(agent_id: str, created_us: int, forgot_us: int) -> str:
     return f"{key('system', agent_id, created_us)}@{int(forgot_us)}"
 
 
-def systems_here(memory: Memory, record: set[str]) -> dict[str, str]:
-    """The system prompt of each agent here, when ``record`` holds a forget's edit of one (else none are read)."""
-    return {a.id: a.system for a in memory.core.list_agents()} if _system_edits(record) else {}
-
-
-def _system_edits(record: set[str]) -> dict[str, int]:
+def system_edits(record: set[str]) -> dict[str, int]:
     """The system prompt keys of ``record``: digest -> the latest forget that edited it."""
     out: dict[str, int] = {}
     for k in record:
@@ -91,25 +79,11 @@ class Left:
     counts: dict[str, int] = field(default_factory=dict)  # passages, messages, block versions (of other agents)
     keys: set[str] = field(default_factory=set)  # the record's keys the backup holds
     edits: set[str] = field(default_factory=set)  # the record's keys of rows a forget edited, the backup holds
+    retexted: set[str] = field(default_factory=set)  # ids of the messages whose keyword text a forget wrote again
     gone: set[str] = field(default_factory=set)  # ids of the messages, passages and blocks left out
 
     def anything(self) -> bool:
         return bool(self.keys)
-
-
-@contextmanager
-def recorded(memory: Memory, keys: list[str]) -> Iterator[None]:
-    """``keys`` in the forget record while the block runs, the deletion or edit they stand for (recorded first: a
-    restore running meanwhile leaves it out); taken out again when it fails, so the record names no row still here."""
-    if not keys:
-        yield
-        return
-    memory.core.record_forgotten(keys)
-    try:
-        yield
-    except BaseException:
-        memory.core.unrecord_forgotten(keys)
-        raise
 
 
 def left_out(
@@ -148,7 +122,7 @@ def left_out(
 
 def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, systems: Mapping[str, str]) -> None:
     """The rows of ``out`` a forget edited, as it left them: see the module's docstring."""
-    edits = _system_edits(record)
+    edits = system_edits(record)
     agents = []
     for r in out["agents"]:
         digest = key("system", str(r["id"]), int(r["created_us"]))
@@ -161,22 +135,7 @@ def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, 
     retexted = {str(r["id"]) for r in out["messages"] if retext_key(str(r["id"]), int(r["created_us"])) in record}
     if retexted:
         left.edits |= {retext_key(str(r["id"]), int(r["created_us"])) for r in out["messages"] if r["id"] in retexted}
-        out["messages"] = _retext(out["messages"], retexted)
-
-
-def _retext(messages: list[dict[str, Any]], retexted: set[str]) -> list[dict[str, Any]]:
-    """``messages`` with the keyword text of ``retexted`` made again from the turns before them in ``messages`` (the
-    forgotten ones left out already), as the forget made it."""
-    conversations = {(r["agent_id"], r["conversation_id"]) for r in messages if r["id"] in retexted}
-    texts: dict[str, str] = {}
-    for agent, conversation in conversations:
-        turns = [r for r in messages if (r["agent_id"], r["conversation_id"]) == (agent, conversation)]
-        previous = ""
-        for r in sorted(turns, key=lambda r: (int(r["seq"]), int(r["created_us"]))):
-            if r["id"] in retexted:
-                texts[str(r["id"])] = shape_message(r["content"], from_us(int(r["created_us"])), previous)
-            previous = context_of(r["role"], r["content"], previous)
-    return [{**r, "text": texts[r["id"]]} if r["id"] in texts else r for r in messages]
+        left.retexted = retexted  # their keyword text made again: ``forget_restore.retext``
 
 
 def restored_keys(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> set[str]:
@@ -247,33 +206,4 @@ def note(left: Left, *, included: bool) -> list[str]:
     return [
         f"left out what was forgotten here (`tiermem forget`): {what}. To restore it too, run the import again with "
         "--include-forgotten"
-    ]
-
-
-def forgotten_meanwhile(memory: Memory, rows: Mapping[str, Sequence[dict[str, Any]]], late: set[str]) -> list[str]:
-    """Forget again what a restore of ``rows`` wrote back that a forget running meanwhile recorded (``late``: the keys
-    recorded since the restore read the record): those messages, passages and block versions, and agents forgotten
-    whole. A note saying so, or none."""
-    gone: dict[str, int] = {}
-    here = {a.id for a in memory.core.list_agents()}
-    for r in rows["agents"]:
-        if agent_key(str(r["id"]), int(r["created_us"])) in late and str(r["id"]) in here:
-            memory.delete_agent(str(r["id"]), purge=False)
-            gone["agent(s)"] = gone.get("agent(s)", 0) + 1
-    for table, kind in (("passages", "passage"), ("messages", "message")):
-        ids = tuple(str(r["id"]) for r, k in zip(rows[table], row_keys(kind, rows[table]), strict=True) if k in late)
-        if ids:
-            gone[table] = memory.archive.rows.forget(table, Filter(ids=ids))
-    versions: dict[str, set[int]] = {}
-    for r in rows["block_history"]:
-        if version_key(str(r["block_id"]), int(r["version"]), int(r["created_us"])) in late:
-            versions.setdefault(str(r["block_id"]), set()).add(int(r["version"]))
-    for block_id, wanted in versions.items():
-        gone["block versions"] = gone.get("block versions", 0) + memory.core.forget_versions(block_id, wanted)
-    if not any(gone.values()):
-        return []
-    memory.core.purge()
-    counts = ", ".join(f"{n} {what}" for what, n in gone.items() if n)
-    return [
-        f"a forget ran while this restore did: what it forgot and the restore wrote back was forgotten again ({counts})"
     ]

@@ -46,7 +46,7 @@ from ..base.records import Agent, Block, BlockVersion, from_us, to_us
 from ..base.records import now as now_
 from ..base.rejoin import held
 from ..store import Filter
-from . import forget_record
+from . import forget_record, forget_restore
 from .archive import context_of, passes_on, shape_message
 from .blocks import Rethink
 
@@ -227,7 +227,7 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     elif target.kind == "agent":
         agent = memory.core.get_agent(agent_id)
         done.texts += [b.value for b in memory.blocks(agent_id) if b.value][:SHOWN_TEXTS]
-        with forget_record.recorded(
+        with forget_restore.recorded(
             memory, [forget_record.agent_key(agent.id, to_us(agent.created_at))]
         ):  # restores skip it
             deleted = memory.delete_agent(agent_id, purge=False)  # purged below; its rows marked for the store's purge
@@ -291,7 +291,7 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
     groups = tuple({r["group_id"] for r in found if r.get("group_id")})
     done.passage_ids += [r["id"] for r in found] + list(groups)
     chunks = rows.rows_where("passages", Filter(group_ids=groups)) if groups else []  # recorded first: restores skip
-    with forget_record.recorded(memory, forget_record.row_keys("passage", [*found, *chunks])):
+    with forget_restore.recorded(memory, forget_record.row_keys("passage", [*found, *chunks])):
         done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
         if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
             done.passages += rows.forget("passages", Filter(group_ids=groups))
@@ -341,7 +341,7 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
         for key in conversations
     }
     if gone:
-        with forget_record.recorded(
+        with forget_restore.recorded(
             memory, forget_record.row_keys("message", found)
         ):  # recorded first: restores skip them
             done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
@@ -360,7 +360,7 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
             passing = passes_on(r["role"], r["content"])  # a tool result passes a forgotten turn's start on too
             previous, after_gone = context_of(r["role"], r["content"], previous), after_gone and passing
         memory.archive.forget_turns(agent)
-    with forget_record.recorded(
+    with forget_restore.recorded(
         memory, forget_record.row_keys("retext", changed)
     ):  # a restore writes them as edited here
         rows.retext("messages", changed)
@@ -425,7 +425,7 @@ def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[
     if not gone:
         return
     done.texts += _spans(gone, [v for v in history if v.version not in wanted])[:SHOWN_TEXTS]
-    with forget_record.recorded(
+    with forget_restore.recorded(
         memory, [forget_record.version_key(v.block_id, v.version, to_us(v.created_at)) for v in gone]
     ):
         done.versions += memory.core.forget_versions(block.id, wanted)
@@ -476,7 +476,7 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
     for agent in agents:
         if text in agent.system:  # recorded first: a restore of an older copy keeps the prompt as edited here
             edited_us = to_us(now_())
-            with forget_record.recorded(
+            with forget_restore.recorded(
                 memory, [forget_record.system_key(agent.id, to_us(agent.created_at), edited_us)]
             ):
                 memory.set_agent_metadata(agent.id, {}, system=agent.system.replace(text, ""))

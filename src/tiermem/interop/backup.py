@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..base.errors import ValidationError
 from ..core.rows import rows_of
 from ..core.uses import Use
-from ..domain import filesystem, forget_record
+from ..domain import filesystem, forget_record, forget_restore
 from . import backup_plan
 from .backup_uses import backup_uses, check_uses, use_of, use_row
 from .links_io import exported_links, read_links, restore_links
@@ -290,9 +290,10 @@ def import_backup(
     archive = memory.archive
     backup = whole = read_backup(memory, path)
     record = memory.core.forgotten_keys()
-    systems = forget_record.systems_here(memory, record)  # as a forget left them (before any agent is replaced)
+    systems = forget_restore.systems_here(memory, record)  # as a forget left them (before any agent is replaced)
     if not include_forgotten:  # the backup as if it had been made after the forgets
         left = forget_record.left_out(backup.rows, record, systems)
+        forget_restore.retext(left)
         backup = replaced(backup, rows=left.rows, **forget_record.of_the_rest(left, backup.links, backup.uses))
     rows = backup.rows
     if notes is not None:
@@ -360,7 +361,7 @@ def import_backup(
     if include_forgotten and (restored := forget_record.restored_keys(_without(whole.rows, kept), record)):
         memory.core.unrecord_forgotten(restored)  # only what was restored, recorded when this restore began
     late = memory.core.forgotten_keys() - record  # recorded by a forget running meanwhile: forgotten again
-    said = forget_record.forgotten_meanwhile(memory, whole.rows, late) if late else []
+    said = forget_restore.forgotten_meanwhile(memory, whole.rows, late) if late else []
     if notes is not None:
         notes += said
     inserted["uses"] = memory.uses.restore(uses)  # after the rows; the later record wins (``UseStore.restore``)

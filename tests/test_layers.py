@@ -78,6 +78,7 @@ MODULE_LAYER = {
     "domain.idempotency": 7,  # idempotency keys claimed across processes, then their results kept (over memory)
     "domain.autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
     "domain.block_patch": 7,  # memory_apply_patch's multi-block patches: planned in full, then written (over memory)
+    "domain.forget_restore": 7,  # the forget record at work: around a forget, in a restore (over memory)
     "domain.forgetting": 7,  # forgetting that forgets: rows, block history, agents, a text (over memory)
     "domain.uses": 4,  # use counters off the request path, and the temperature they give (over core.uses)
     "domain.use_stats": 7,  # hot, warm and cold memories of an agent (over memory)
@@ -144,6 +145,7 @@ STORE_IMPORTERS = {
     "domain.factory",
     "domain.maintenance",
     "domain.forgetting",
+    "domain.forget_restore",
     "domain.use_stats",
     "core.lance",
     "core.migrate",

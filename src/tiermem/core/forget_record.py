@@ -6,7 +6,11 @@ time made, never its text).
   that records anything. The core's schema version is not raised for it: an older tiermem opens the file as before
   (and ignores the record).
 - Object storage: one object per forget, ``core/forgotten/<uuid>.json`` = ``{"keys": [...], "forgot_us": ...}``
-  (created once, never replaced but to take keys out: a restore with ``--include-forgotten``).
+  (created once, never replaced but to take keys out: a restore with ``--include-forgotten``). Never merged: every
+  restore reads them all (one LIST, one GET each, twice: before it writes and after, for a forget run meanwhile), so
+  the cost of a restore grows with the number of forgets.
+
+A key is a 64-character digest, or (a forget's edit of a system prompt) a digest, ``@`` and the forget's time.
 """
 
 from __future__ import annotations

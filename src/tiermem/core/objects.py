@@ -647,10 +647,10 @@ class ObjectCore:
     def all_rows(self, table: str) -> list[CoreRow]:
         return object_rows.all_rows(self.bucket, table)
 
-    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
+    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow], *, fill_gaps: bool = False) -> int:
         try:
             done = object_rows.merge_rows(self.bucket, table, rows)
-            if table == "block_history":  # past versions a history lacks between those it holds (forgotten here)
+            if fill_gaps and table == "block_history":  # versions a history lacks below its newest (forgotten here)
                 for block_id, versions in object_rows.between(self.bucket, rows).items():
                     done += self.restore_versions(block_id, versions)
             return done

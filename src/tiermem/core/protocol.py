@@ -156,8 +156,10 @@ class CoreStore(Protocol):
         """Every row of ``table``; ``block_history`` as whole values, one row per version."""
         ...
 
-    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
-        """Insert the rows whose ``key`` is not stored yet (a restore or migration is re-runnable); returns how many."""
+    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow], *, fill_gaps: bool = False) -> int:
+        """Insert the rows whose ``key`` is not stored yet (a restore or migration is re-runnable); returns how many.
+        ``fill_gaps``: block versions a history lacks below its newest (forgotten here) are put back too, a restore
+        ``--include-forgotten`` (object storage reads each block's head for it; SQLite inserts them either way)."""
         ...
 
     def schema_fields(self, table: str) -> list[str]: ...

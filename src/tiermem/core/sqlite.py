@@ -541,7 +541,7 @@ class SqliteCore:
                 r[c] = bool(r[c])
         return rows_of(table, rows)
 
-    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
+    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow], *, fill_gaps: bool = False) -> int:
         with self._tx() as conn:
             if _table(table) == "block_history":
                 done = history_rows.merge(conn, rows)

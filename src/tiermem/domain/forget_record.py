@@ -10,7 +10,15 @@ a block of its) at another moment is not taken for the forgotten one.
 A restore of a backup (``interop/backup.py``) leaves out what the record names (``left_out``): those rows, and an
 agent forgotten whole with everything of its own; a block whose value in the backup is a forgotten version is
 restored at its newest version the backup holds that is not forgotten (left out, with its attachments, if none is).
-``--include-forgotten`` restores them and takes their keys out of the record. Deletions (``archival_memory_delete``,
+A forget ``--text`` also EDITS rows: the keyword text of the turns after a forgotten message (it quotes the turn
+before it) and an agent's system prompt. Those edits are recorded too: ``retext_key`` per message rewritten,
+``system_key`` per system prompt edited (the digest of the agent's id and creation time, and the moment of the forget,
+in the clear: when the backup's copy predates it). A restore writes a recorded message with its keyword text made again
+from the backup's turns left before it (``forget_restore.retext``), and an agent whose backup copy predates a forget's edit of its
+system prompt with the system prompt it has here (``systems``; an agent deleted here since keeps the backup's: the
+record holds no text to take out of it).
+``--include-forgotten`` restores them and takes their keys out of the record (an agent forgotten whole: the keys of
+its rows restored too). Deletions (``archival_memory_delete``,
 ``agents delete``) are not recorded: a restore brings back what was deleted, as a backup is for.
 """
 
@@ -41,6 +49,27 @@ def agent_key(agent_id: str, created_us: int) -> str:
     return key("agent", agent_id, created_us)
 
 
+def retext_key(message_id: str, created_us: int) -> str:
+    """A message whose keyword text a forget wrote again (it quoted a forgotten turn)."""
+    return key("retext", message_id, created_us)
+
+
+def system_key(agent_id: str, created_us: int, forgot_us: int) -> str:
+    """An agent whose system prompt a forget edited at ``forgot_us`` (kept in the clear: a restore compares it with
+    the backup's copy of the agent)."""
+    return f"{key('system', agent_id, created_us)}@{int(forgot_us)}"
+
+
+def system_edits(record: set[str]) -> dict[str, int]:
+    """The system prompt keys of ``record``: digest -> the latest forget that edited it."""
+    out: dict[str, int] = {}
+    for k in record:
+        digest, at, when = k.partition("@")
+        if at and when.isdigit():
+            out[digest] = max(out.get(digest, 0), int(when))
+    return out
+
+
 @dataclass
 class Left:
     """What a restore leaves out of a backup because it was forgotten here: ``rows`` is the backup without it."""
@@ -49,14 +78,19 @@ class Left:
     agents: list[str] = field(default_factory=list)  # names of the agents forgotten whole
     counts: dict[str, int] = field(default_factory=dict)  # passages, messages, block versions (of other agents)
     keys: set[str] = field(default_factory=set)  # the record's keys the backup holds
+    edits: set[str] = field(default_factory=set)  # the record's keys of rows a forget edited, the backup holds
+    retexted: set[str] = field(default_factory=set)  # ids of the messages whose keyword text a forget wrote again
     gone: set[str] = field(default_factory=set)  # ids of the messages, passages and blocks left out
 
     def anything(self) -> bool:
         return bool(self.keys)
 
 
-def left_out(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> Left:
-    """The backup's ``rows`` without what ``record`` (the core's forget record) names; see the module's docstring."""
+def left_out(
+    rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str], systems: Mapping[str, str] | None = None
+) -> Left:
+    """The backup's ``rows`` without what ``record`` (the core's forget record) names, and with the rows a forget
+    edited as it left them (``systems``: the system prompt of each agent here); see the module's docstring."""
     out = {t: list(found) for t, found in rows.items()}
     if not record:
         return Left(out)
@@ -82,7 +116,34 @@ def left_out(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> 
     out["block_history"] = [r for r, _k in history if str(r["key"]) not in forgotten]
     if forgotten:
         _roll_back_blocks(out, forgotten, left)
+    _edited(out, record, left, systems or {})  # after the forgotten turns are left out: the rest is made again without
     return left
+
+
+def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, systems: Mapping[str, str]) -> None:
+    """The rows of ``out`` a forget edited, as it left them: see the module's docstring."""
+    edits = system_edits(record)
+    agents = []
+    for r in out["agents"]:
+        digest = key("system", str(r["id"]), int(r["created_us"]))
+        if digest in edits:
+            left.edits.add(f"{digest}@{edits[digest]}")
+            if int(r["updated_us"]) < edits[digest] and str(r["id"]) in systems:
+                r = {**r, "system": systems[str(r["id"])], "updated_us": edits[digest]}  # as of the forget's edit
+        agents.append(r)
+    out["agents"] = agents
+    retexted = {str(r["id"]) for r in out["messages"] if retext_key(str(r["id"]), int(r["created_us"])) in record}
+    if retexted:
+        left.edits |= {retext_key(str(r["id"]), int(r["created_us"])) for r in out["messages"] if r["id"] in retexted}
+        left.retexted = retexted  # their keyword text made again: ``forget_restore.retext``
+
+
+def restored_keys(rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str]) -> set[str]:
+    """The keys of ``record`` a restore of every one of ``rows`` (``--include-forgotten``) takes out: an agent
+    forgotten whole's, and those of its own rows forgotten before it, as every other's."""
+    agents = {agent_key(str(r["id"]), int(r["created_us"])) for r in rows["agents"]} & record
+    left = left_out(rows, record - agents)
+    return agents | left.keys | left.edits
 
 
 def _without_agents(out: dict[str, list[dict[str, Any]]], agents: set[str], left: Left) -> None:

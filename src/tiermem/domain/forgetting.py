@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, to_us
+from ..base.records import now as now_
 from ..base.rejoin import Budget, held
 from ..store import Filter
-from . import forget_record
+from . import forget_record, forget_restore
 from .archive import context_of, passes_on, shape_message
 from .blocks import Rethink
 from .keyword_context import written_on
@@ -226,9 +227,11 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
         _block(memory, done, agent_id, _ref(target, "block label"), target.versions)
     elif target.kind == "agent":
         agent = memory.core.get_agent(agent_id)
-        memory.core.record_forgotten([forget_record.agent_key(agent.id, to_us(agent.created_at))])  # restores skip it
         done.texts += [b.value for b in memory.blocks(agent_id) if b.value][:SHOWN_TEXTS]
-        deleted = memory.delete_agent(agent_id, purge=False)  # purged below; its rows marked for the store's purge
+        with forget_restore.recorded(
+            memory, [forget_record.agent_key(agent.id, to_us(agent.created_at))]
+        ):  # restores skip it
+            deleted = memory.delete_agent(agent_id, purge=False)  # purged below; its rows marked for the store's purge
         done.agents.append(agent.name)
         done.passages, done.messages, done.versions = deleted.passages, deleted.messages, deleted.block_versions
     else:
@@ -289,11 +292,11 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
     groups = tuple({r["group_id"] for r in found if r.get("group_id")})
     done.passage_ids += [r["id"] for r in found] + list(groups)
     chunks = rows.rows_where("passages", Filter(group_ids=groups)) if groups else []  # recorded first: restores skip
-    memory.core.record_forgotten(forget_record.row_keys("passage", [*found, *chunks]))
-    done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
+    with forget_restore.recorded(memory, forget_record.row_keys("passage", [*found, *chunks])):
+        done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
+        if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
+            done.passages += rows.forget("passages", Filter(group_ids=groups))
     memory.uses.forget([r["id"] for r in found], groups=groups)  # and how it was used
-    if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
-        done.passages += rows.forget("passages", Filter(group_ids=groups))
 
 
 def _passages_across_chunks(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> None:
@@ -335,8 +338,6 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
         conversations |= {(r["agent_id"], r["conversation_id"]) for r in quoting}
     # the conversations read, the rows deleted and the later turns written anew under the lock every writer of keyword
     # texts made from other rows holds (``AgentRows.rewriting_texts``): none writes a forgotten turn back meanwhile
-    if gone:
-        memory.core.record_forgotten(forget_record.row_keys("message", found))  # recorded first: restores skip them
     with rows.rewriting_texts():
         _forget_turns(memory, done, conversations, gone, [c for c in contents if c] + ([text] if text else []), text)
 
@@ -360,7 +361,11 @@ def _forget_turns(
         for key in conversations
     }
     if gone:
-        done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
+        dying = [r for turns in before.values() for r in turns if r["id"] in gone]
+        with forget_restore.recorded(
+            memory, forget_record.row_keys("message", dying)
+        ):  # recorded first: restores skip them
+            done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
         memory.uses.forget(gone)
     changed = []
     for (agent, _conversation), turns in before.items():
@@ -375,7 +380,10 @@ def _forget_turns(
             passing = passes_on(r["role"], r["content"])  # a tool result passes a forgotten turn's start on too
             previous, after_gone = context_of(r["role"], r["content"], previous), after_gone and passing
         memory.archive.forget_turns(agent)
-    rows.retext("messages", changed)
+    with forget_restore.recorded(
+        memory, forget_record.row_keys("retext", changed)
+    ):  # a restore writes them as edited here
+        rows.retext("messages", changed)
     done.retexted += len(changed)
 
 
@@ -437,8 +445,10 @@ def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[
     if not gone:
         return
     done.texts += _spans(gone, [v for v in history if v.version not in wanted])[:SHOWN_TEXTS]
-    memory.core.record_forgotten([forget_record.version_key(v.block_id, v.version, to_us(v.created_at)) for v in gone])
-    done.versions += memory.core.forget_versions(block.id, wanted)
+    with forget_restore.recorded(
+        memory, [forget_record.version_key(v.block_id, v.version, to_us(v.created_at)) for v in gone]
+    ):
+        done.versions += memory.core.forget_versions(block.id, wanted)
     for t in done.texts[-SHOWN_TEXTS:]:
         done.requests += memory.core.forget_requests(t, agent_id=agent_id)
 
@@ -484,8 +494,12 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
                 _forget_versions(memory, done, current, holding, agent_id)
     done.notes += memory.archive.links.forget_text(text, agent_id)
     for agent in agents:
-        if text in agent.system:
-            memory.set_agent_metadata(agent.id, {}, system=agent.system.replace(text, ""))
+        if text in agent.system:  # recorded first: a restore of an older copy keeps the prompt as edited here
+            edited_us = to_us(now_())
+            with forget_restore.recorded(
+                memory, [forget_record.system_key(agent.id, to_us(agent.created_at), edited_us)]
+            ):
+                memory.set_agent_metadata(agent.id, {}, system=agent.system.replace(text, ""))
             done.prompts.append(agent.name)
     if agent_id is None:  # folders are shared: only a forget over every agent's memory edits them
         for folder in memory.files.folders():

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
 from ..core.rows import rows_of
-from ..core.uses import KINDS as USE_KINDS
 from ..core.uses import Use
-from ..domain import filesystem, forget_record
+from ..domain import filesystem, forget_record, forget_restore
 from . import backup_plan
+from .backup_uses import backup_uses, check_uses, use_of, use_row
 from .links_io import exported_links, read_links, restore_links
 from .progress import Progress
 
@@ -99,66 +99,10 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
     counts["links"] = len(links)
     uses = backup_uses(memory)
     for use in uses:
-        out.write(json.dumps({"type": USE, "row": _use_row(use)}, ensure_ascii=False) + "\n")
+        out.write(json.dumps({"type": USE, "row": use_row(use)}, ensure_ascii=False) + "\n")
     counts["uses"] = len(uses)
     out.write(json.dumps({"type": END, "rows": counts}) + "\n")
     return counts
-
-
-def backup_uses(memory: Memory) -> list[Use]:
-    """The use records a backup holds: each agent's (``UseCounter.by_agent``, this process's batch included) of a
-    memory that exists (a record left by a memory forgotten meanwhile is not carried), by agents that exist."""
-    agents = {a.id for a in memory.core.list_agents()}
-    found = [u for u in memory.uses.by_agent() if u.agent_id in agents]
-    alive = memory.existing({u.id: u.kind for u in found}) if found else set()
-    return sorted((u for u in found if u.id in alive), key=lambda u: (u.agent_id, u.kind, u.id))
-
-
-def _use_row(use: Use) -> dict[str, Any]:
-    return {
-        "id": use.id,
-        "kind": use.kind,
-        "agent_id": use.agent_id,
-        "count": use.count,
-        "last_us": use.last_us,
-        "heat": use.heat,
-    }
-
-
-def _use_of(path: Path, n: int, row: Any) -> Use:
-    """A ``use`` record's row, checked field by field."""
-    fields = ("id", "kind", "agent_id", "count", "last_us", "heat")
-    ok = (
-        isinstance(row, dict)
-        and set(row) == set(fields)
-        and all(isinstance(row[f], str) and row[f] for f in ("id", "agent_id"))
-        and row["kind"] in USE_KINDS
-        and all(isinstance(row[f], int) and not isinstance(row[f], bool) for f in ("count", "last_us"))
-        and isinstance(row["heat"], (int, float))
-        and not isinstance(row["heat"], bool)
-    )
-    if not ok or row["count"] < 1 or row["last_us"] < 0 or not 0 <= row["heat"] < float("inf"):
-        raise ValidationError(
-            f"{path}:{n}: a use record must be {{{', '.join(fields)}}} with a kind of {', '.join(USE_KINDS)}, a count "
-            "of at least 1 and a heat of 0 or more; the backup is damaged. Nothing was written."
-        )
-    return Use(row["id"], row["kind"], row["agent_id"], row["count"], row["last_us"], float(row["heat"]))
-
-
-def _check_uses(path: Path, uses: list[Use], rows: dict[str, list[dict[str, Any]]]) -> None:
-    """Each use record is of an agent and a memory the backup holds."""
-    agents = {str(r["id"]) for r in rows["agents"]}
-    held = {
-        kind: {str(r["id"]) for r in rows[table]}
-        for kind, table in (("passage", "passages"), ("message", "messages"), ("block", "blocks"), ("file", "files"))
-    }
-    for use in uses:
-        if use.agent_id not in agents or use.id not in held.get(use.kind, set()):
-            what = f"agent {use.agent_id}" if use.agent_id not in agents else f"{use.kind} {use.id}"
-            raise ValidationError(
-                f"{path}: a use record names {what}, which the backup does not hold; the backup is damaged. Nothing "
-                "was written."
-            )
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -246,7 +190,7 @@ def read_backup(memory: Memory, path: Path) -> Backup:
             link_rows.append(row)  # checked below, once every row is read
             continue
         if table == USE and version >= USES_SINCE:
-            uses.append(_use_of(path, n, row))  # its agent and memory checked once every row is read
+            uses.append(use_of(path, n, row))  # its agent and memory checked once every row is read
             continue
         if table not in TABLES or not isinstance(row, dict):
             raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
@@ -274,7 +218,7 @@ def read_backup(memory: Memory, path: Path) -> Backup:
             f"the backup is of format {version}, which holds no use counts: its memories are restored as never used "
             "(cold in `tiermem stats`)"
         )
-    _check_uses(path, uses, rows)
+    check_uses(path, uses, rows)
     _check_blocks(path, rows)
     return Backup(header, rows, link_rows, notes, uses)
 
@@ -346,8 +290,10 @@ def import_backup(
     archive = memory.archive
     backup = whole = read_backup(memory, path)
     record = memory.core.forgotten_keys()
+    systems = forget_restore.systems_here(memory, record)  # as a forget left them (before any agent is replaced)
     if not include_forgotten:  # the backup as if it had been made after the forgets
-        left = forget_record.left_out(backup.rows, record)
+        left = forget_record.left_out(backup.rows, record, systems)
+        forget_restore.retext(left)
         backup = replaced(backup, rows=left.rows, **forget_record.of_the_rest(left, backup.links, backup.uses))
     rows = backup.rows
     if notes is not None:
@@ -401,7 +347,7 @@ def import_backup(
                 elif table in FOLDER_TABLES:
                     done += filesystem.restore_rows(memory.files, table, batch)
                 else:
-                    done += memory.core.merge_rows(table, key, rows_of(table, batch))
+                    done += memory.core.merge_rows(table, key, rows_of(table, batch), fill_gaps=include_forgotten)
                 progress.advance(len(batch))
             inserted[table] = done
     finally:
@@ -412,8 +358,12 @@ def import_backup(
             "this data directory has its own folder of a name the backup's has (kept as it is): "
             + ", ".join(f"the backup's {old!r} was restored as {new!r}" for old, new in renamed.values())
         )
-    if include_forgotten and forgotten.keys:  # only what was restored (not that of an agent kept as it is)
-        memory.core.unrecord_forgotten(forgotten.keys)
+    if include_forgotten and (restored := forget_record.restored_keys(_without(whole.rows, kept), record)):
+        memory.core.unrecord_forgotten(restored)  # only what was restored, recorded when this restore began
+    late = memory.core.forgotten_keys() - record  # recorded by a forget running meanwhile: forgotten again
+    said = forget_restore.forgotten_meanwhile(memory, whole.rows, late) if late else []
+    if notes is not None:
+        notes += said
     inserted["uses"] = memory.uses.restore(uses)  # after the rows; the later record wins (``UseStore.restore``)
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)

@@ -459,16 +459,33 @@ async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(
         assert await read(c, "memory://blocks/human") == history[1]["value"]
 
 
-async def test_sleeptime_memory_tool_edits_appear_in_its_report(
-    settings: Settings, fake: fa.FakeAnthropic, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The sleep-time agent runs the same tool-calling loop as the agent: its report names the blocks the ``memory``
-    tool edited by ``path`` (``old_path`` for a rename; a view edits nothing), like the agent loop's report."""
+async def _sleeptime_loop(server: Any, s: Settings) -> tuple[Any, Any]:
+    """An agent loop on ``server``'s agent whose every turn starts a sleep-time run (the memory tool alone), and the
+    provider both use: the fake Anthropic server of ``s``."""
     import anyio
 
     from tiermem.agent.loop import AgentLoop, LoopSettings
     from tiermem.agent.service import anthropic_provider
     from tiermem.agent.toolhost import ServerTools
+
+    memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
+    provider = anthropic_provider(s)
+    loop = AgentLoop(
+        memory,
+        agent_id,
+        ServerTools(server),
+        LoopSettings(sleeptime_frequency=1),
+        sleeptime_tools=ServerTools(server, only=("memory",)),
+        background_provider=provider,
+    )
+    return loop, provider
+
+
+async def test_sleeptime_memory_tool_edits_appear_in_its_report(
+    settings: Settings, fake: fa.FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sleep-time agent runs the same tool-calling loop as the agent: its report names the blocks the ``memory``
+    tool edited by ``path`` (``old_path`` for a rename; a view edits nothing), like the agent loop's report."""
 
     s = agent_settings(settings, fake)
     fake.add(
@@ -489,16 +506,7 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(
     )
     server = build(s)
     async with Client(server, cache=None) as c:
-        memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
-        provider = anthropic_provider(s)
-        loop = AgentLoop(
-            memory,
-            agent_id,
-            ServerTools(server),
-            LoopSettings(sleeptime_frequency=1),
-            sleeptime_tools=ServerTools(server, only=("memory",)),
-            background_provider=provider,
-        )
+        loop, provider = await _sleeptime_loop(server, s)
         caplog.set_level(logging.INFO, logger="tiermem.agent.loop")
         result = await loop.turn("I like tea; my project is tiermem.", provider)
         assert result.reply == "Noted." and result.memory_edits == [] and result.sleeptime == "started"
@@ -532,25 +540,11 @@ async def test_sleeptime_usage_is_reported_to_the_conversation_that_started_the_
 ) -> None:
     """One loop serves every agent_chat caller of a server: a sleep-time run's tokens are reported with the next result
     of the conversation whose turn started it, never with another conversation's (another client's)."""
-    import anyio
-
-    from tiermem.agent.loop import AgentLoop, LoopSettings
-    from tiermem.agent.service import anthropic_provider
-    from tiermem.agent.toolhost import ServerTools
 
     s = agent_settings(settings, fake)
     server = build(s)
     async with Client(server, cache=None):
-        memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
-        provider = anthropic_provider(s)
-        loop = AgentLoop(
-            memory,
-            agent_id,
-            ServerTools(server),
-            LoopSettings(sleeptime_frequency=1),
-            sleeptime_tools=ServerTools(server, only=("memory",)),
-            background_provider=provider,
-        )
+        loop, provider = await _sleeptime_loop(server, s)
         fake.add(fa.text("Noted."), fa.tool("memory_finish_edits", {}))
         first = await loop.turn("I like tea.", provider, "alice-thread")
         await loop.wait_background()  # alice's sleep-time run ended

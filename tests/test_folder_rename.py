@@ -12,23 +12,10 @@ from typing import Any
 
 import pytest
 
-from tiermem.base.config import load_settings
-from tiermem.cli.main import main
-from tiermem.domain.factory import open_memory
 from tiermem.domain.filesystem import render_agent_directories
 from tiermem.domain.memory import Memory
 
-
-def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """The real CLI in this process, on this test's data directory with the hashing embedder."""
-    capsys.readouterr()
-    code = main([*args, "--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing"])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def memory_of(tmp_path: Path) -> Memory:
-    return open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+from .test_folders_cli import memory_of, run
 
 
 def folders_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

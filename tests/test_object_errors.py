@@ -177,6 +177,15 @@ def test_a_silent_endpoint_fails_the_command_instead_of_hanging(tmp_path: Path) 
     assert_clean(line)
 
 
+def _shut(*socks: socket.socket) -> None:
+    """Both ways of each socket shut (one already closed by its peer is left as it is)."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class HoldingProxy:
     """Forwards to ``target``, but holds each request whose first line matches ``held`` for ``seconds`` before
     passing it on: a store that answers late, and applies the request late, after the client gave up."""
@@ -218,11 +227,7 @@ class HoldingProxy:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _shut(src, dst)
 
     def close(self) -> None:
         self.listener.close()
@@ -336,11 +341,7 @@ class ThrottledProxy(HoldingProxy):
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _shut(src, dst)
 
 
 def test_a_bulk_commands_upload_may_take_longer_than_a_servers_read_timeout(

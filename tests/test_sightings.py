@@ -193,25 +193,18 @@ async def test_the_memory_tool_shows_a_block_whole_only_without_a_range(settings
         await ok(c, "memory_rethink", label="human", new_memory="Name: Ida\nLikes tea.\nHas a cat.")
 
 
-async def test_memory_core_shows_a_detached_block_by_its_name_alone(settings: Settings) -> None:
-    """``memory://core`` lists a detached block (``pinned = false``) without its value: reading it does not make an
-    edit of that block seen, so a rethink from the client's older view is still refused."""
-    server = serve_in_process(settings)
-    other, agent = serve_in_process(settings).runtime.handle.get()
-    spec = BlockSpec(label="notes", value="Plan: ship", description="notes", metadata={"pinned": "false"})
-    other.create_block(agent, spec)
-    async with Client(server, cache=None) as c:
-        await ok(c, "memory_open", label="notes")
-        other.edit(agent, "notes", b.Append("Secret step."))
+async def _view_of_core(c: Client, view: str) -> str:
+    if view == "memory://core":
         read = await c.read_resource("memory://core")
-        assert "Secret step." not in read.contents[0].text  # type: ignore[union-attr]
-        r = await c.call_tool("memory_rethink", {"label": "notes", "new_memory": "Plan: ship it"})
-        assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
+        return read.contents[0].text  # type: ignore[union-attr]
+    return await ok(c, "core_memory_view")
 
 
-async def test_core_memory_view_shows_a_detached_block_by_its_name_alone(settings: Settings) -> None:
-    """``core_memory_view`` renders a detached block (``pinned = false``) by its name alone: calling it does not make
-    an edit of that block seen, so a rethink from the client's older view is still refused."""
+@pytest.mark.parametrize("view", ["memory://core", "core_memory_view"])
+async def test_a_view_of_core_memory_shows_a_detached_block_by_its_name_alone(settings: Settings, view: str) -> None:
+    """``memory://core`` and ``core_memory_view`` show a detached block (``pinned = false``) by its name alone:
+    reading either does not make an edit of that block seen, so a rethink from the client's older view is still
+    refused."""
     server = serve_in_process(settings)
     other, agent = serve_in_process(settings).runtime.handle.get()
     spec = BlockSpec(label="notes", value="Plan: ship", description="notes", metadata={"pinned": "false"})
@@ -219,7 +212,7 @@ async def test_core_memory_view_shows_a_detached_block_by_its_name_alone(setting
     async with Client(server, cache=None) as c:
         await ok(c, "memory_open", label="notes")
         other.edit(agent, "notes", b.Append("Secret step."))
-        assert "Secret step." not in await ok(c, "core_memory_view")
+        assert "Secret step." not in await _view_of_core(c, view)
         r = await c.call_tool("memory_rethink", {"label": "notes", "new_memory": "Plan: ship it"})
         assert r.is_error and "changed since you last viewed it" in text_of(r), text_of(r)
         assert "Secret step." in other.block(agent, "notes").value

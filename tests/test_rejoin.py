@@ -174,3 +174,26 @@ def test_cutting_again_is_bounded_for_an_insert_and_for_a_forget(minilm: Callabl
         each.append(sum(spent[before:]))
     assert sum(spent) <= 3 * _CHARS and budget.chars >= 0 and budget.checks == len(spent)
     assert each[-1] < each[0], each  # the same insert, cut again less: the forget's budget ran out
+
+
+def test_the_matcher_works_out_each_move_from_a_set_of_states_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looking for a text across the joins reads each choice's ends character by character: a move from a set of
+    states the matcher has been in is looked up, not worked out again (a text of few words repeats the same moves
+    on every chunk), and the answer is the same."""
+    import tiermem.base.rejoin as rejoin
+
+    text = " ".join(["green tea", "black tea"] * 300)
+    chunks = _chunks(text)
+    assert len(chunks) > 20
+    real = rejoin._step
+    moves: list[tuple[int, str]] = []
+
+    def counted(wanted: str, fail: list[int], q: int, ch: str) -> int:
+        moves.append((q, ch))
+        return real(wanted, fail, q, ch)
+
+    monkeypatch.setattr(rejoin, "_step", counted)
+    assert not held(chunks, "green tea green tea", _chunks)  # never twice in a row: every join is read
+    assert held(chunks, "tea black tea green", _chunks)
+    read = sum(len(c) for c in chunks)
+    assert 0 < len(moves) < read // 10, (len(moves), read)  # 44,118 moves for 29,054 characters before

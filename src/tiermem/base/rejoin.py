@@ -265,33 +265,44 @@ def _may_overlap(before: str, after: str, k: int) -> bool:
     return _most_pieces(overlap) + _most_pieces(words[-1]) > CHUNK_OVERLAP
 
 
+_Moves = dict[tuple[frozenset[int], str], frozenset[int]]
+
+
 def _found(pieces: Sequence[tuple[str, ...]], wanted: str) -> bool:
     """Whether some text made of one choice of each piece (in order) holds ``wanted``: within a choice with ``in``,
     and across pieces with a Knuth-Morris-Pratt matcher carried over every choice at once, over the ``len(wanted)``
     characters at each end of a choice only."""
     fail = _failure(wanted)
     size = len(wanted)
-    states = {0}
+    moves: _Moves = {}  # the sets of states read before: a character read from one is looked up, not worked out again
+    start: frozenset[int] = frozenset((0,))
+    states = start
     for piece in pieces:
         after: set[int] = set()
         for choice in piece:
             flat = _SPACES.sub(" ", choice)
             if wanted in flat:
                 return True
-            matched, end = _run(wanted, fail, states, flat[:size])
+            matched, end = _run(wanted, fail, states, flat[:size], moves)
             if matched:
                 return True
             if len(flat) > size:  # the state after a long choice depends only on its end
-                matched, end = _run(wanted, fail, {0}, flat[-size:])
+                matched, end = _run(wanted, fail, start, flat[-size:], moves)
             after |= end
-        states = after | {0}
+        states = frozenset(after | {0})
     return False
 
 
-def _run(wanted: str, fail: list[int], states: set[int], text: str) -> tuple[bool, set[int]]:
-    """Read ``text`` from each of ``states``: whether ``wanted`` was completed, and the states after it."""
+def _run(wanted: str, fail: list[int], states: frozenset[int], text: str, moves: _Moves) -> tuple[bool, frozenset[int]]:
+    """Read ``text`` from each of ``states``: whether ``wanted`` was completed, and the states after it (each move
+    from a set of states worked out once per ``moves``)."""
+    done = len(wanted)
     for ch in text:
-        states = {_step(wanted, fail, q, ch) for q in states}
-        if len(wanted) in states:
+        key = (states, ch)
+        following = moves.get(key)
+        if following is None:
+            following = moves[key] = frozenset(_step(wanted, fail, q, ch) for q in states)
+        states = following
+        if done in states:
             return True, states
     return False, states

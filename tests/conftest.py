@@ -21,8 +21,14 @@ from tiermem.domain.memory import Memory
 from tiermem.embedding.embedders import make_embedder
 from tiermem.store import Store
 
+from . import watchdog
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    watchdog.install(config)  # a run whose workers fall silent ends instead of waiting forever (tests/watchdog.py)
 
 
 @pytest.fixture(autouse=True)

@@ -76,3 +76,18 @@ def test_kept_cuts_where_every_smaller_limit_cuts() -> None:
     assert kept_chars(200_000) == 200_000 and kept(text, 200_000) == text
     for limit in (100, 5_000, 49_999, 50_000):
         assert truncate_visible(kept(text, None), limit) == truncate_visible(text, limit)
+
+
+def test_file_views_counts_the_characters_the_agent_is_shown(memory: Memory) -> None:
+    """``Memory.file_views`` (the MCP file resources' ``visible_chars``) is what ``<directories>`` shows the agent,
+    not the longer cut the view keeps (``kept``)."""
+    agent_id = _big_open(memory)
+    whole = _whole("docs/big.txt")
+    for char_limit in (None, 5_000, 100_000):
+        memory.files.set_limits(agent_id, None, char_limit)
+        limit = char_limit or file_defaults(None)[1]
+        views = {name: (chars, is_open) for name, chars, is_open in memory.file_views(agent_id)}
+        shown = render_agent_directories(memory.core.get_agent(agent_id))
+        assert f"<value>\n{truncate_visible(whole, limit)}\n</value>" in shown
+        assert views["docs/big.txt"] == (len(truncate_visible(whole, limit)), True) == (limit, True)
+        assert views["docs/small.txt"][1] and 0 < views["docs/small.txt"][0] < 100

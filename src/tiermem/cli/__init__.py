@@ -15,6 +15,7 @@ HOOK_OPTIONS = ("--data-dir", "--agent", "--config")
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_notices_off_stdout()
     args = sys.argv[1:] if argv is None else argv
     quick = _hook_options(args)
     if quick is not None:
@@ -26,6 +27,28 @@ def main(argv: list[str] | None = None) -> int:
     from .main import main as cli_main
 
     return cli_main(args)
+
+
+def keep_notices_off_stdout() -> None:
+    """Started with stderr closed (``2>&-``), Python sets ``sys.stderr`` to None, and ``print(..., file=None)`` writes
+    to stdout: the stdio MCP transport, or a command's output. Notices then go to the null device: fd 2 is taken by
+    it while free, so no file or socket opened later becomes fd 2 and receives them; if something already holds fd 2
+    (not stderr: Python found it closed), it is left alone and ``sys.stderr`` writes to a null device of its own."""
+    if sys.stderr is not None:
+        return
+    import os
+
+    try:
+        os.fstat(2)
+        reused = True
+    except OSError:
+        reused = False
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if not reused and fd != 2:
+        os.dup2(fd, 2)
+        os.close(fd)
+        fd = 2
+    sys.stderr = open(fd, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=fd != 2)  # noqa: SIM115
 
 
 def _hook_options(args: list[str]) -> dict[str, str] | None:

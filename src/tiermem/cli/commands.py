@@ -237,6 +237,12 @@ def stopping() -> Iterator[threading.Event]:
     import signal
 
     stop = threading.Event()
+    # stderr's own descriptor, not fd 2: with stderr closed at start, fd 2 may be a file or socket opened since
+    # (cli.keep_notices_off_stdout points sys.stderr at the null device then)
+    try:
+        fd = sys.stderr.fileno() if sys.stderr is not None else -1
+    except (OSError, ValueError):
+        fd = -1
 
     def handler(signum: int, frame: object) -> None:
         if stop.is_set():
@@ -245,7 +251,7 @@ def stopping() -> Iterator[threading.Event]:
         # os.write, not print: the main thread may be inside a print to stderr when the handler runs. With stderr
         # closed (`2>&-`) or its reader gone, the notice has nowhere to go: the stop it announces still happens
         try:
-            os.write(2, b"tiermem: stopping once this sync is done; Ctrl-C again stops at once\n")
+            os.write(fd, b"tiermem: stopping once this sync is done; Ctrl-C again stops at once\n")
         except OSError:
             pass
 

@@ -63,7 +63,7 @@ from ..core.uses import KINDS as USE_KINDS
 from ..core.uses import MemoryUses
 from . import blocks as rules
 from . import secrets
-from .file_views import OpenRequest
+from .file_views import OpenRequest, truncate_visible
 from .filesystem import (
     DEFAULT_FILE_MAX_BYTES,
     DEFAULT_FOLDER_MAX_FILES,
@@ -859,9 +859,15 @@ class Memory:
         return render_agent_directories(agent), directories_summary(agent)
 
     def file_views(self, agent_id: str) -> list[tuple[str, int, bool]]:
-        """(name, visible characters, open) of each file attached to the agent; reads no table."""
+        """(name, visible characters, open) of each file attached to the agent; reads no table. The characters are
+        those ``<directories>`` shows the agent (its window cut to its per-file limit, ``truncate_visible``), not the
+        view's stored cut (``file_windows.kept``, which may be longer)."""
         state = AgentFiles.seen(self.core.get_agent(agent_id))
-        return [(v.name, len(v.visible) if v.is_open else 0, v.is_open) for v in state.files]
+        chars = state.limits[1]
+        return [
+            (v.name, len(truncate_visible(v.visible, chars)) if v.is_open and v.visible else 0, v.is_open)
+            for v in state.files
+        ]
 
     def file_text(self, agent_id: str, name: str) -> str:
         """The whole parsed text of an attached file, named as the agent names it ("<folder>/<file>")."""

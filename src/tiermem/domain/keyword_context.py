@@ -10,7 +10,9 @@ date is kept as it was written: ``log_messages`` writes it in the timestamp's ow
 keep), and a store once done is marked (``schemas.KEYWORD_CONTEXT``; new stores are created marked), so later runs
 read nothing. An older tiermem cannot open a store of schema version 3, but one that opened it before its migration
 and still runs (a server) may write such rows after the mark: its rows come without the ``plumbing`` column, and
-``tiermem optimize``, deciding them (``Rows.settle_plumbing``), unmarks the store so that this runs again.
+``tiermem optimize`` or a server's background upkeep, deciding them (``Rows.settle_plumbing``,
+``Rows.settle_plumbing_round``), unmarks the store so that this runs again; a run under way when that happens does
+not mark the store (``AgentRows.unmarked``).
 
 Forgetting rewrites the keyword texts of the turns after a forgotten one; this must never write back what it took
 out. Each batch is written under the lock forgetting holds (``AgentRows.rewriting_texts``) after the turns it was made
@@ -84,6 +86,7 @@ def recontext(archive: Archive) -> int:
     rows = archive.rows
     if rows.keyword_contexts_settled():
         return 0
+    unmarked = rows.unmarked()  # before the rows are read: a server's upkeep may unmark the store meanwhile
     first = {r["id"]: r for r in rows.turns()}
     wanted = contexts(list(first.values()))
     ids, written, left = list(wanted), 0, 0
@@ -99,7 +102,8 @@ def recontext(archive: Archive) -> int:
             left += len(batch) - len(same)
             written += rows.set_keyword_texts(same, text_of)
     if not left:
-        rows.settle_keyword_contexts()
+        with rows.rewriting_texts():  # the upkeep unmarks the store under it too (``Rows.settle_plumbing_round``)
+            rows.settle_keyword_contexts(unmarked)
     return written
 
 

@@ -321,8 +321,19 @@ class Indexes:
 
     def _optimize(self, *, changed_only: bool) -> dict[str, str]:
         """``changed_only`` (background runs): skip the tables no commit changed since this process last optimized
-        them (on object storage each one costs requests; the old core tables never change)."""
+        them (on object storage each one costs requests; the old core tables never change). A background run first
+        decides some of the messages an older tiermem wrote without ``plumbing`` (``Rows.settle_plumbing_round``;
+        ``tiermem optimize`` decides them all before it optimizes)."""
         report: dict[str, str] = {}
+        if changed_only:
+            try:
+                decided = self.rows.settle_plumbing_round()
+            except StoreError as exc:  # left undecided: the next upkeep tries again
+                decided = 0
+                report["plumbing"] = f"retry later: {exc}"
+                log.warning("could not decide the plumbing of messages an older tiermem wrote: %s", exc)
+            if decided:
+                report["plumbing"] = f"{decided} message(s) an older tiermem wrote decided"
         for name, t in self.conn.tables.items():
             started = time.perf_counter()
             try:

@@ -300,6 +300,23 @@ class AgentRows:
             )
         ]
 
+    def keyword_texts(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The id, content, creation time and keyword text of the messages ``ids`` still stored, ``ID_BATCH`` ids a
+        read."""
+        return [
+            r
+            for start in range(0, len(ids), ID_BATCH)
+            for r in self.store.conn.rows(
+                "messages",
+                Filter(ids=tuple(ids[start : start + ID_BATCH])),
+                columns=("id", "content", "text", "created_us"),
+            )
+        ]
+
+    def undecided_plumbing(self) -> int:
+        """Messages an older tiermem wrote without the ``plumbing`` column since the store was migrated (a count)."""
+        return self.store.rows.count("messages", Filter(undecided=True))
+
     def set_keyword_texts(self, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword text of the messages ``ids`` anew as ``text_of(the row)``, ``ID_BATCH`` at a time; returns
         the rows written (those whose text changes; one deleted meanwhile stays so: ``Rows.set_texts``)."""

@@ -107,6 +107,22 @@ def recontext(archive: Archive) -> int:
     return written
 
 
+def unrebuilt(archive: Archive) -> int:
+    """How many messages' keyword texts ``recontext`` would write anew (``tiermem doctor``). A store marked
+    (``KEYWORD_CONTEXT``) with no message an older tiermem wrote undecided (``plumbing`` null: rows written since the
+    mark) costs a meta read and a count: none. Otherwise the turns are read as ``recontext`` reads them (id, place,
+    role and content; never a payload or vector), and the keyword texts of those following a turn passing the context
+    on (``ID_BATCH`` ids a read) are compared with what ``recontext`` would write."""
+    rows = archive.rows
+    if rows.keyword_contexts_settled() and not rows.undecided_plumbing():
+        return 0
+    wanted = contexts(rows.turns())
+    ids = list(wanted)
+    return sum(
+        r["text"] != shape_message(r["content"], written_on(r), wanted[r["id"]].text) for r in rows.keyword_texts(ids)
+    )
+
+
 def _same(before: dict[str, Any], now: dict[str, Any] | None) -> bool:
     """Whether a turn read again (None: gone) is as it was read first."""
     return now is not None and all(before[k] == now[k] for k in ("role", "content", "seq", "conversation_id"))

@@ -234,6 +234,7 @@ def doctor(
             + "): a keyword search does not find their words",
             "run `tiermem optimize` (it writes their keyword text anew)",
         )
+    health.check_keyword_contexts(memory, check)
     marked = memory.archive.rows.purge_pending()
     check(  # a normal state between upkeeps (deletes, forgets, an import's rewrites): said, not a failure
         "purge",

@@ -246,7 +246,10 @@ def missing_columns(tables: dict[str, Any]) -> list[str]:
     """The columns of schema ``SCHEMA_VERSION`` the tables lack ("table.column"): none once migrated, unless a
     tiermem of an older schema replaced a table since (its `tiermem reembed`'s copies)."""
     wanted = [(name, "project") for name in PROJECT_TABLES] + [("messages", "plumbing")]
-    return [f"{name}.{column}" for name, column in wanted if column not in tables[name].schema.names]
+    # each table's schema read once: from the opened table's manifest, no request to object storage (measured on
+    # moto S3: a store's open makes the same requests with this check as without it)
+    names = {name: set(tables[name].schema.names) for name in {n for n, _ in wanted}}
+    return [f"{name}.{column}" for name, column in wanted if column not in names[name]]
 
 
 def settle_plumbing(messages: Any, limit: int | None = None) -> int:

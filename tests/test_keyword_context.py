@@ -12,8 +12,7 @@ import pyarrow as pa
 
 from tiermem.base.config import Settings
 from tiermem.base.records import from_us
-from tiermem.domain import doctor_checks as health
-from tiermem.domain import maintenance
+from tiermem.domain import keyword_context, maintenance
 from tiermem.domain.archive import shape_message
 from tiermem.domain.factory import open_memory
 from tiermem.domain.forgetting import Target, forget
@@ -184,7 +183,7 @@ def test_doctor_names_the_keyword_texts_optimize_has_not_rebuilt(settings: Setti
     def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
         checks.append((name, ok, detail, fix))
 
-    health.check_keyword_contexts(memory, check)
+    keyword_context.check_contexts(memory, check)
     assert checks == [
         (
             "keyword context",
@@ -197,5 +196,5 @@ def test_doctor_names_the_keyword_texts_optimize_has_not_rebuilt(settings: Setti
     ]
     maintenance.optimize(memory)
     checks.clear()
-    health.check_keyword_contexts(memory, check)
+    keyword_context.check_contexts(memory, check)
     assert [c[:2] for c in checks] == [("keyword context", True)]

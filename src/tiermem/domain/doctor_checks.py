@@ -358,26 +358,6 @@ def check_links(memory: Any, check: Any) -> None:
     )
 
 
-def check_keyword_contexts(memory: Any, check: Any) -> None:
-    """Messages whose keyword text still holds a tool's result (written so by a tiermem before schema 3, or by one
-    still running after the upgrade), which only ``tiermem optimize`` writes anew (``keyword_context.unrebuilt``: a
-    meta read and a count once the store is marked; else a read of the turns' content and of those rows' texts)."""
-    from .keyword_context import unrebuilt
-
-    stale = unrebuilt(memory.archive)
-    if not stale:
-        check("keyword context", True, "no message is indexed with the words of a tool's result before it")
-        return
-    check(
-        "keyword context",
-        False,
-        f"{stale} message(s) stored by an older tiermem have a keyword text made from the turn just before them (a "
-        "tool's result, a turn that said nothing), not the last thing said: a keyword search finds them for words "
-        "only a tool's result held",
-        "run `tiermem optimize` (it writes their keyword text anew)",
-    )
-
-
 def check_transport(settings: Settings, check: Any) -> None:
     if settings.transport == "stdio":
         check("transport", True, "stdio (no port needed)")

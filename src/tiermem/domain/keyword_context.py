@@ -123,6 +123,24 @@ def unrebuilt(archive: Archive) -> int:
     )
 
 
+def check_contexts(memory: Any, check: Any) -> None:
+    """Messages whose keyword text still holds a tool's result (written so by a tiermem before schema 3, or by one
+    still running after the upgrade), which only ``tiermem optimize`` writes anew (``unrebuilt``: a
+    meta read and a count once the store is marked; else a read of the turns' content and of those rows' texts)."""
+    stale = unrebuilt(memory.archive)
+    if not stale:
+        check("keyword context", True, "no message is indexed with the words of a tool's result before it")
+        return
+    check(
+        "keyword context",
+        False,
+        f"{stale} message(s) stored by an older tiermem have a keyword text made from the turn just before them (a "
+        "tool's result, a turn that said nothing), not the last thing said: a keyword search finds them for words "
+        "only a tool's result held",
+        "run `tiermem optimize` (it writes their keyword text anew)",
+    )
+
+
 def _same(before: dict[str, Any], now: dict[str, Any] | None) -> bool:
     """Whether a turn read again (None: gone) is as it was read first."""
     return now is not None and all(before[k] == now[k] for k in ("role", "content", "seq", "conversation_id"))

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tiermem.base.config import Settings
 from tiermem.base.records import from_us
-from tiermem.domain import maintenance
+from tiermem.domain import keyword_context, maintenance
 from tiermem.domain.archive import shape_message
 from tiermem.domain.factory import open_memory
 from tiermem.domain.forgetting import Target, forget
@@ -167,3 +167,34 @@ def test_rows_an_older_tiermem_writes_after_the_mark_are_written_anew(settings: 
     maintenance.optimize(memory)
     assert _texts(memory, agent) == logged
     assert memory.archive.store.conn.meta()[KEYWORD_CONTEXT] == "1"
+
+
+def test_doctor_names_the_keyword_texts_optimize_has_not_rebuilt(settings: Settings) -> None:
+    from tiermem.domain.keyword_context import unrebuilt
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.log_messages(agent, [{"role": r, "content": c, "payload": json.dumps(p)} for r, c, p in TURNS])
+    assert unrebuilt(memory.archive) == 0
+    _as_logged_before(memory, agent)
+    assert unrebuilt(memory.archive) == 2  # the answer after the tool call (holding its result), and the result
+    checks: list[tuple[str, bool, str, str]] = []
+
+    def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
+        checks.append((name, ok, detail, fix))
+
+    keyword_context.check_contexts(memory, check)
+    assert checks == [
+        (
+            "keyword context",
+            False,
+            "2 message(s) stored by an older tiermem have a keyword text made from the turn just before them (a tool's"
+            " result, a turn that said nothing), not the last thing said: a keyword search finds them for words only a"
+            " tool's result held",
+            "run `tiermem optimize` (it writes their keyword text anew)",
+        )
+    ]
+    maintenance.optimize(memory)
+    checks.clear()
+    keyword_context.check_contexts(memory, check)
+    assert [c[:2] for c in checks] == [("keyword context", True)]

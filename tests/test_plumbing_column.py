@@ -218,3 +218,61 @@ def test_a_migration_run_again_decides_the_rows_written_since(tmp_path: Path) ->
         **{c: c in PLUMBING for _, c, _ in TURNS},
         **{f"{c} again": c in PLUMBING for _, c, _ in TURNS},
     }
+
+
+def test_a_servers_background_upkeep_decides_rows_an_older_tiermem_wrote(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running server's own upkeep (``optimize_in_background``, what its writes schedule) decides rows a server of
+    schema version 2 wrote without the column, a bounded number a round, and unmarks the store: their keyword texts
+    may hold a tool's result, which ``recontext`` rewrites."""
+    from tiermem.store import schemas
+
+    monkeypatch.setattr(schemas, "PLUMBING_ROUND", 4)  # read by the store at each round
+    mem = open_memory(settings)
+    agent = mem.ensure_agent("default")
+    store = mem.archive.store
+    assert mem.archive.rows.keyword_contexts_settled()
+    rows = [{**r, "agent_id": agent.id} for r in _v2_rows()]
+    store.conn.tables["messages"].add(pa.Table.from_pylist(rows, schema=_v2_schema("messages")))
+
+    def undecided() -> int:
+        return sum(r["plumbing"] is None for r in store.conn.rows("messages", columns=("plumbing",)))
+
+    assert undecided() == len(TURNS)
+    first = store.indexes.optimize_in_background()
+    assert first["plumbing"] == "4 message(s) an older tiermem wrote decided"
+    assert undecided() == len(TURNS) - 4  # bounded: the rest wait for the next round
+    assert not mem.archive.rows.keyword_contexts_settled()
+    store.indexes.optimize_in_background()
+    assert undecided() == 0
+    _check_found(mem, agent.id)
+    assert "plumbing" not in store.indexes.optimize_in_background()  # nothing left: a count, nothing written
+
+
+def test_a_recontext_under_way_does_not_mark_the_store_an_upkeep_unmarked(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows an older tiermem wrote after ``recontext`` read the turns, decided by a server's upkeep before it marks
+    the store: the store stays unmarked, so the next ``recontext`` looks at them."""
+    from tiermem.domain import keyword_context
+
+    mem = open_memory(settings)
+    agent = mem.ensure_agent("default")
+    store = mem.archive.store
+    mem.archive.rows.unsettle_keyword_contexts()
+    turns = mem.archive.rows.turns
+
+    def read_then_older_server_writes() -> list[dict[str, Any]]:
+        read = turns()
+        rows = [{**r, "agent_id": agent.id} for r in _v2_rows()]
+        store.conn.tables["messages"].add(pa.Table.from_pylist(rows, schema=_v2_schema("messages")))
+        assert store.rows.settle_plumbing_round() == len(TURNS)  # the server's upkeep, between the read and the mark
+        return read
+
+    monkeypatch.setattr(mem.archive.rows, "turns", read_then_older_server_writes)
+    keyword_context.recontext(mem.archive)
+    assert not mem.archive.rows.keyword_contexts_settled()
+    monkeypatch.setattr(mem.archive.rows, "turns", turns)
+    keyword_context.recontext(mem.archive)  # the next run looks at every row, and marks the store
+    assert mem.archive.rows.keyword_contexts_settled()

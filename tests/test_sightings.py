@@ -355,6 +355,48 @@ async def test_a_version_is_known_by_its_number_and_commit_time_on_each_store(me
     assert memory.block(again, "human").value.endswith("Likes tea.")
 
 
+async def test_a_block_made_again_between_a_commits_read_and_its_write_fails_the_compare_and_set(
+    memory: Memory, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On each core store: a rethink written from version 2 of ``human`` reads it (version 2, as seen); before its
+    commit lands, another writer deletes the block, makes it again under its id and brings it to version 2 with
+    another value. The store's compare-and-set knows a version by its number and commit time, so the commit does not
+    land on the other block (as though it were the one read: its parent misreported), and the rethink is refused
+    on the re-read, the other writer's value kept."""
+    from tiermem.base.errors import ConflictError
+
+    from .conftest import memory_over
+
+    agent = memory.ensure_agent("default").id
+    shown = memory.edit(agent, "human", b.Append("Name: Ada"))
+    seen = {shown.id: (shown.version, shown.updated_at)}
+    other = memory_over(
+        memory.archive.store, core=memory.core, default_blocks=settings.default_blocks
+    )  # another writer
+    commit = memory.core.commit_edit
+    landed: list[tuple[int, int]] = []
+
+    def interleaved(previous: Any, block: Any, version: Any) -> Any:
+        if not landed:  # between the rethink's read and its write: delete, make again, edit (once)
+            landed.append((previous.version, to_us(previous.updated_at)))
+            other.delete_agent(agent)
+            assert other.ensure_agent("default").id == agent
+            other.edit(agent, "human", b.Append("Name: Bob"))
+            made = other.block(agent, "human")
+            assert (made.id, made.version) == (shown.id, shown.version)  # the same id, the same number
+        return commit(previous, block, version)
+
+    monkeypatch.setattr(memory.core, "commit_edit", interleaved)
+    changes: list[Any] = []
+    monkeypatch.setattr(memory, "_emit", changes.append)
+    with pytest.raises(ConflictError, match=r"changed since you last viewed it \(deleted and made again\)"):
+        memory.edit(agent, "human", b.Rethink("Name: Ada Lovelace"), seen=seen)
+    assert landed == [(shown.version, to_us(shown.updated_at))]  # the commit was tried from the version seen
+    assert changes == []  # no update reported (with the old block's version as its parent)
+    assert memory.block(agent, "human").value.endswith("Name: Bob")
+    assert [v.version for v in memory.history(agent, "human")] == [2, 1]
+
+
 async def test_a_sessionless_clients_connect_is_not_seen_by_the_others(settings: Settings) -> None:
     """From protocol 2026-07-28 every client of the server is one record: the instructions ``server/discover`` gives
     one client do not count as seen (another client connecting would make a stale rethink of the first one's pass).

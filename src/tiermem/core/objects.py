@@ -328,16 +328,17 @@ class ObjectCore:
         self, previous: Block, block: Block, version: BlockVersion, agents: tuple[str, ...] | None
     ) -> tuple[str, ...] | None:
         """``commit_edit``'s conditional PUT; None, writing nothing, when the head is not at ``previous``'s version
-        or (``agents`` given) names other agents."""
+        (its number and commit time: a block deleted and made again under its id reaches the same number) or
+        (``agents`` given) names other agents."""
         path = head_path(block.id)
         cached = self.cache.cached(path)
-        if cached is None or cached[1].block.version != previous.version:
+        if cached is None or not _same_version(cached[1].block, previous):
             found = self._head(block.id)  # the caller's read was not through this cache: read it now
             if found is None:
                 return None
             cached = (found[1], found[0])
         head: Head = cached[1]
-        if head.block.version != previous.version or (agents is not None and head.agents != agents):
+        if not _same_version(head.block, previous) or (agents is not None and head.agents != agents):
             return None
         entry = encode(head.block, head.chain, version)
         started = time.monotonic()
@@ -665,3 +666,8 @@ class ObjectCore:
 
     def close(self) -> None:
         self.bucket.close()
+
+
+def _same_version(stored: Block, previous: Block) -> bool:
+    """Whether ``stored`` is the version ``previous`` was read at: the same number and commit time."""
+    return stored.version == previous.version and to_us(stored.updated_at) == to_us(previous.updated_at)

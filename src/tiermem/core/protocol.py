@@ -86,7 +86,8 @@ class CoreStore(Protocol):
 
     def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
         """Write ``block`` and its history entry ``version`` together if the stored block is still ``previous``
-        (same version). None, writing nothing, if another writer got there first; else the ids of the agents the
+        (same version: its number and commit time, so a block deleted and made again under its id is not it). None,
+        writing nothing, if another writer got there first; else the ids of the agents the
         block is attached to as of the commit (whom to notify). The entry is stored as the change from
         ``previous`` (history costs about the size of the change) and read back whole. A rename (another label) is
         refused (``LabelTakenError``, nothing written) when an agent the block is attached to has another block of

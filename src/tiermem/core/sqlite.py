@@ -408,8 +408,9 @@ class SqliteCore:
         sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
         args = [row[c] for c in _COLUMNS["blocks"] if c != "id"]
         with self._tx() as conn:
-            cur = conn.execute(
-                f"UPDATE blocks SET {sets} WHERE id = ? AND version = ?", (*args, block.id, previous.version)
+            cur = conn.execute(  # the version by its number and commit time: a block made again under its id is another
+                f"UPDATE blocks SET {sets} WHERE id = ? AND version = ? AND updated_us = ?",
+                (*args, block.id, previous.version, to_us(previous.updated_at)),
             )
             if cur.rowcount != 1:
                 self._cache = None  # another writer won: re-read before retrying

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
 from ..base.records import Message, Passage
-from ..store import DERIVED, KEYWORD_CONTEXT, KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
+from ..store import (
+    DERIVED,
+    KEYWORD_CONTEXT,
+    KEYWORD_CONTEXT_UNMARKED,
+    KEYWORD_TEXT,
+    KEYWORD_TEXT_VERSION,
+    SEARCHABLE,
+    TEXTS_LOCK,
+    Filter,
+    passage_from_row,
+)
 from .archive_links import ManualLinks
 from .links import Link
 from .search.cjk import MAX_CHARS, base_of, keyword_text, scripts
@@ -30,8 +40,6 @@ EVERY_ROW = 10**9  # a page size that is every row of one agent
 ID_BATCH = 1000  # ids asked about in one read (``existing``): a filter of bounded length
 VECTOR_DIGITS = 7  # a backed-up vector's precision (float32 holds ~7 significant digits)
 TURN_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "created_us", "role", "content")  # ``AgentRows.turns``
-# Held (``Connection.exclusive``) by each write of keyword texts made from other rows' (``AgentRows.rewriting_texts``)
-TEXTS_LOCK = "keyword-texts"
 
 
 def _export_order(m: Message) -> tuple[bool, str, int]:
@@ -292,6 +300,23 @@ class AgentRows:
             )
         ]
 
+    def keyword_texts(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The id, content, creation time and keyword text of the messages ``ids`` still stored, ``ID_BATCH`` ids a
+        read."""
+        return [
+            r
+            for start in range(0, len(ids), ID_BATCH)
+            for r in self.store.conn.rows(
+                "messages",
+                Filter(ids=tuple(ids[start : start + ID_BATCH])),
+                columns=("id", "content", "text", "created_us"),
+            )
+        ]
+
+    def undecided_plumbing(self) -> int:
+        """Messages an older tiermem wrote without the ``plumbing`` column since the store was migrated (a count)."""
+        return self.store.rows.count("messages", Filter(undecided=True))
+
     def set_keyword_texts(self, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword text of the messages ``ids`` anew as ``text_of(the row)``, ``ID_BATCH`` at a time; returns
         the rows written (those whose text changes; one deleted meanwhile stays so: ``Rows.set_texts``)."""
@@ -302,16 +327,26 @@ class AgentRows:
 
     def unsettle_keyword_contexts(self) -> None:
         """Unmark the store (``KEYWORD_CONTEXT``): rows an older tiermem wrote since it was marked may hold a tool's
-        result in their keyword text (``Rows.settle_plumbing`` found some), so ``recontext`` runs again."""
-        if self.keyword_contexts_settled():
-            self.store.conn.set_meta(KEYWORD_CONTEXT, "")
+        result in their keyword text (``Rows.settle_plumbing`` found some), so ``recontext`` runs again (and one
+        under way does not mark it: ``unmarked``)."""
+        self.store.conn.unsettle_keyword_contexts()
+
+    def unmarked(self) -> str:
+        """What the store holds of when it was last unmarked (``KEYWORD_CONTEXT_UNMARKED``): ``recontext`` reads it
+        before its rows and marks the store only if it is the same then (under ``rewriting_texts``)."""
+        return self.store.conn.meta().get(KEYWORD_CONTEXT_UNMARKED, "")
 
     def keyword_contexts_settled(self) -> bool:
         """Whether the store is marked as holding no keyword text of a tool's result (``KEYWORD_CONTEXT``)."""
         return bool(self.store.conn.meta().get(KEYWORD_CONTEXT))
 
-    def settle_keyword_contexts(self) -> None:
+    def settle_keyword_contexts(self, unmarked: str) -> bool:
+        """Mark the store (``KEYWORD_CONTEXT``) unless it was unmarked since ``unmarked`` (``self.unmarked()``) was
+        read; returns whether it is marked. The caller holds ``rewriting_texts``."""
+        if self.unmarked() != unmarked:
+            return False
         self.store.conn.set_meta(KEYWORD_CONTEXT, "1")
+        return True
 
     def fields(self, table: str) -> list[str]:
         """The columns of ``table`` a restored row must have (those the store derives as it writes a row, ``DERIVED``,

@@ -10,7 +10,9 @@ date is kept as it was written: ``log_messages`` writes it in the timestamp's ow
 keep), and a store once done is marked (``schemas.KEYWORD_CONTEXT``; new stores are created marked), so later runs
 read nothing. An older tiermem cannot open a store of schema version 3, but one that opened it before its migration
 and still runs (a server) may write such rows after the mark: its rows come without the ``plumbing`` column, and
-``tiermem optimize``, deciding them (``Rows.settle_plumbing``), unmarks the store so that this runs again.
+``tiermem optimize`` or a server's background upkeep, deciding them (``Rows.settle_plumbing``,
+``Rows.settle_plumbing_round``), unmarks the store so that this runs again; a run under way when that happens does
+not mark the store (``AgentRows.unmarked``).
 
 Forgetting rewrites the keyword texts of the turns after a forgotten one; this must never write back what it took
 out. Each batch is written under the lock forgetting holds (``AgentRows.rewriting_texts``) after the turns it was made
@@ -84,6 +86,7 @@ def recontext(archive: Archive) -> int:
     rows = archive.rows
     if rows.keyword_contexts_settled():
         return 0
+    unmarked = rows.unmarked()  # before the rows are read: a server's upkeep may unmark the store meanwhile
     first = {r["id"]: r for r in rows.turns()}
     wanted = contexts(list(first.values()))
     ids, written, left = list(wanted), 0, 0
@@ -99,8 +102,43 @@ def recontext(archive: Archive) -> int:
             left += len(batch) - len(same)
             written += rows.set_keyword_texts(same, text_of)
     if not left:
-        rows.settle_keyword_contexts()
+        with rows.rewriting_texts():  # the upkeep unmarks the store under it too (``Rows.settle_plumbing_round``)
+            rows.settle_keyword_contexts(unmarked)
     return written
+
+
+def unrebuilt(archive: Archive) -> int:
+    """How many messages' keyword texts ``recontext`` would write anew (``tiermem doctor``). A store marked
+    (``KEYWORD_CONTEXT``) with no message an older tiermem wrote undecided (``plumbing`` null: rows written since the
+    mark) costs a meta read and a count: none. Otherwise the turns are read as ``recontext`` reads them (id, place,
+    role and content; never a payload or vector), and the keyword texts of those following a turn passing the context
+    on (``ID_BATCH`` ids a read) are compared with what ``recontext`` would write."""
+    rows = archive.rows
+    if rows.keyword_contexts_settled() and not rows.undecided_plumbing():
+        return 0
+    wanted = contexts(rows.turns())
+    ids = list(wanted)
+    return sum(
+        r["text"] != shape_message(r["content"], written_on(r), wanted[r["id"]].text) for r in rows.keyword_texts(ids)
+    )
+
+
+def check_contexts(memory: Any, check: Any) -> None:
+    """Messages whose keyword text still holds a tool's result (written so by a tiermem before schema 3, or by one
+    still running after the upgrade), which only ``tiermem optimize`` writes anew (``unrebuilt``: a
+    meta read and a count once the store is marked; else a read of the turns' content and of those rows' texts)."""
+    stale = unrebuilt(memory.archive)
+    if not stale:
+        check("keyword context", True, "no message is indexed with the words of a tool's result before it")
+        return
+    check(
+        "keyword context",
+        False,
+        f"{stale} message(s) stored by an older tiermem have a keyword text made from the turn just before them (a "
+        "tool's result, a turn that said nothing), not the last thing said: a keyword search finds them for words "
+        "only a tool's result held",
+        "run `tiermem optimize` (it writes their keyword text anew)",
+    )
 
 
 def _same(before: dict[str, Any], now: dict[str, Any] | None) -> bool:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import ReembedUnfinishedError, SchemaError, TiermemError
 from ..base.quoting import printable
 from . import doctor_checks as health
-from .keyword_context import recontext
+from .keyword_context import check_contexts, recontext
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -234,6 +234,7 @@ def doctor(
             + "): a keyword search does not find their words",
             "run `tiermem optimize` (it writes their keyword text anew)",
         )
+    check_contexts(memory, check)  # a doctor check of ``keyword_context``, beside what it checks
     marked = memory.archive.rows.purge_pending()
     check(  # a normal state between upkeeps (deletes, forgets, an import's rewrites): said, not a failure
         "purge",

@@ -24,12 +24,14 @@ from .reembed import alone as reembed_alone
 from .schemas import (
     DERIVED,
     KEYWORD_CONTEXT,
+    KEYWORD_CONTEXT_UNMARKED,
     KEYWORD_TEXT,
     KEYWORD_TEXT_VERSION,
     MESSAGE_COLUMNS,
     RESULT_COLUMNS,
     SCHEMA_VERSION,
     SEARCHABLE,
+    TEXTS_LOCK,
 )
 from .search import VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
 from .store import Store
@@ -40,6 +42,7 @@ __all__ = [
     "DEFAULT_METADATA_CACHE",
     "DERIVED",
     "KEYWORD_CONTEXT",
+    "KEYWORD_CONTEXT_UNMARKED",
     "KEYWORD_TEXT",
     "KEYWORD_TEXT_VERSION",
     "LIBRARY_ERRORS",
@@ -47,6 +50,7 @@ __all__ = [
     "RESULT_COLUMNS",
     "SCHEMA_VERSION",
     "SEARCHABLE",
+    "TEXTS_LOCK",
     "VECTOR_EF",
     "VECTOR_NPROBES",
     "VECTOR_REFINE",

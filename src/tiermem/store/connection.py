@@ -34,6 +34,7 @@ from .query import Filter, compile_filter
 from .schemas import (
     EMBEDDING_LOCK_FILE,
     KEYWORD_CONTEXT,
+    KEYWORD_CONTEXT_UNMARKED,
     KEYWORD_TEXT,
     KEYWORD_TEXT_VERSION,
     REEMBED_LOCK_FILE,
@@ -233,6 +234,12 @@ class Connection:
         t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
             [{"key": key, "value": value}]
         )
+
+    def unsettle_keyword_contexts(self) -> None:
+        """Unmark the store (``KEYWORD_CONTEXT``: ``keyword_context.recontext`` looks at every row again), and change
+        ``KEYWORD_CONTEXT_UNMARKED`` so that a ``recontext`` under way, which read the rows before, does not mark it."""
+        self.set_meta(KEYWORD_CONTEXT_UNMARKED, new_id("unmarked"))
+        self.set_meta(KEYWORD_CONTEXT, "")
 
     # -- reads and writes every part makes -------------------------------------
 
@@ -666,7 +673,7 @@ class Connection:
                     )
                 migrate(self.uri, version, self.tables)
             if version == SCHEMA_VERSION and meta.get(KEYWORD_CONTEXT):  # rows an older tiermem wrote: unknown
-                self.set_meta(KEYWORD_CONTEXT, "")  # ``keyword_context.recontext`` looks at every row again
+                self.unsettle_keyword_contexts()  # ``keyword_context.recontext`` looks at every row again
             if version < SCHEMA_VERSION:
                 self.set_meta("schema_version", str(SCHEMA_VERSION))
                 log.info("migrated the store %s from schema version %d to %d", self.uri, version, SCHEMA_VERSION)

@@ -76,6 +76,7 @@ class Indexes:
         conn.on_renewal.append(self._fts_ready.clear)
         self._optimizing = threading.Lock()
         self._optimized: dict[str, int] = {}  # table -> its version after this process's last optimize of it
+        self._settling = False  # the last background run decided rows an older tiermem wrote (more may be left)
 
     def ensure_search_indexes(self) -> None:
         """Build the full-text indexes when the store opens, so that searching (a read-only tool) never writes.
@@ -321,8 +322,20 @@ class Indexes:
 
     def _optimize(self, *, changed_only: bool) -> dict[str, str]:
         """``changed_only`` (background runs): skip the tables no commit changed since this process last optimized
-        them (on object storage each one costs requests; the old core tables never change)."""
+        them (on object storage each one costs requests; the old core tables never change). A background run first
+        decides some of the messages an older tiermem wrote without ``plumbing`` (``Rows.settle_plumbing_round``;
+        ``tiermem optimize`` decides them all before it optimizes)."""
         report: dict[str, str] = {}
+        if changed_only and (self._settling or self._messages_changed()):
+            try:
+                decided = self.rows.settle_plumbing_round()
+            except StoreError as exc:  # left undecided: the next upkeep tries again
+                decided = 0
+                report["plumbing"] = f"retry later: {exc}"
+                log.warning("could not decide the plumbing of messages an older tiermem wrote: %s", exc)
+            self._settling = decided > 0  # more may be left: the next background run looks again
+            if decided:
+                report["plumbing"] = f"{decided} message(s) an older tiermem wrote decided"
         for name, t in self.conn.tables.items():
             started = time.perf_counter()
             try:
@@ -357,6 +370,15 @@ class Indexes:
 
         trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
         return report
+
+    def _messages_changed(self) -> bool:
+        """Whether a commit changed messages since this process last optimized them (an older tiermem's rows
+        may have come with it): otherwise a background run does not count the undecided rows again (unless the
+        last one decided some: ``_settling``)."""
+        try:
+            return self._optimized.get("messages") != int(self.conn.tables["messages"].version)
+        except LIBRARY_ERRORS:  # the count is tried instead, and reports its own failure
+            return True
 
 
 OPTIMIZE_TRIES = 3  # tries of one table's compaction per optimize (a lost commit conflict is tried again)

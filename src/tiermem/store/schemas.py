@@ -30,11 +30,21 @@ KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "3"
 # and ``tiermem optimize``, deciding those (``settle_plumbing``), unmarks the store (so does a store given its columns
 # again: ``missing_columns``).
 KEYWORD_CONTEXT = "keyword_context"
+# The meta key changed whenever the store is unmarked (``Connection.unsettle_keyword_contexts``): ``recontext`` marks
+# the store only if it holds the value it read before its first read of the rows (under ``TEXTS_LOCK``), so rows a
+# server's upkeep decided meanwhile (``Rows.settle_plumbing_round``) are looked at again by the next run.
+KEYWORD_CONTEXT_UNMARKED = "keyword_context_unmarked"
+# The lock held while keyword texts made from other rows are read and written (``AgentRows.rewriting_texts``), and
+# while an upkeep decides rows an older tiermem wrote and unmarks the store (``Rows.settle_plumbing_round``)
+TEXTS_LOCK = "keyword-texts"
 PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
 # Columns of a table that the store decides from the row's others as it writes it (``query.with_plumbing``): no backup
 # holds them, and a restored row is given them again
 DERIVED = {"messages": ("plumbing",)}
 PLUMBING_BATCH = 1000  # rows decided in one update by ``settle_plumbing``
+# Rows an older tiermem wrote without ``plumbing`` that one background upkeep of a server decides at most (their
+# payloads read: ``Rows.settle_plumbing_round``); the rest wait for the next upkeep, or ``tiermem optimize``
+PLUMBING_ROUND = 2000
 
 
 def table_schemas(dim: int) -> dict[str, pa.Schema]:
@@ -210,7 +220,8 @@ def migrate(uri: str, version: int, tables: dict[str, Any]) -> None:
     nulls, no row rewritten).
     2 -> 3: ``plumbing`` added to messages (nulls), then decided (``settle_plumbing``). Rows an older tiermem writes
     after the migration (a server still running; one started after a migration cut short) come without it: they are
-    left undecided (null, no plumbing to a search) until the next migration run or ``tiermem optimize`` decides
+    left undecided (null, no plumbing to a search) until a server's next background upkeep
+    (``Rows.settle_plumbing_round``, a bounded number a round), the next migration run or ``tiermem optimize`` decides
     them."""
     if version not in (1, 2, SCHEMA_VERSION):  # no released schema before version 1: not ours to read
         raise SchemaError(
@@ -235,19 +246,25 @@ def missing_columns(tables: dict[str, Any]) -> list[str]:
     """The columns of schema ``SCHEMA_VERSION`` the tables lack ("table.column"): none once migrated, unless a
     tiermem of an older schema replaced a table since (its `tiermem reembed`'s copies)."""
     wanted = [(name, "project") for name in PROJECT_TABLES] + [("messages", "plumbing")]
-    return [f"{name}.{column}" for name, column in wanted if column not in tables[name].schema.names]
+    # each table's schema read once: from the opened table's manifest, no request to object storage (measured on
+    # moto S3: a store's open makes the same requests with this check as without it)
+    names = {name: set(tables[name].schema.names) for name in {n for n, _ in wanted}}
+    return [f"{name}.{column}" for name, column in wanted if column not in names[name]]
 
 
-def settle_plumbing(messages: Any) -> int:
+def settle_plumbing(messages: Any, limit: int | None = None) -> int:
     """Decide the ``plumbing`` column of the messages whose column is null (the rows of a store migrated to schema 3,
     and those an older tiermem wrote since), exactly as ``Rows`` writes it (``query.is_plumbing``); returns the rows
     decided. Cheap when there are none (a count of nulls). The rows that cannot be plumbing (``MAY_BE_PLUMBING``:
     their payload holds no plumbing tool's name, nor any escaped character) are set false in the store; the payloads
     of the others are read and each decided by ``is_plumbing``. Only rows still undecided are written (a row written
     meanwhile by this tiermem is decided already), and a row written after the read stays undecided for the next
-    run."""
+    run. ``limit``: decide at most that many rows (a server's upkeep: the payloads of up to ``limit`` undecided rows
+    read, each decided by ``is_plumbing``, nothing else written); the rest stay undecided for the next run."""
     if not messages.count_rows(compile_filter(Filter(undecided=True))):
         return 0
+    if limit is not None:
+        return _settle_some(messages, limit)
     decided = int(messages.count_rows(compile_filter(Filter(undecided=True, may_be_plumbing=False))))
     if decided:
         messages.update(where=compile_filter(Filter(undecided=True, may_be_plumbing=False)), values={"plumbing": False})
@@ -267,3 +284,16 @@ def settle_plumbing(messages: Any) -> int:
             where = compile_filter(Filter(undecided=True, ids=tuple(ids[start : start + PLUMBING_BATCH])))
             messages.update(where=where, values={"plumbing": verdict})
     return decided + len(verdicts[True]) + len(verdicts[False])
+
+
+def _settle_some(messages: Any, limit: int) -> int:
+    """Decide up to ``limit`` undecided messages (``settle_plumbing``), each from its role and payload."""
+    rows = messages.search().where(compile_filter(Filter(undecided=True))).select(["id", "role", "payload"])
+    verdicts: dict[bool, list[str]] = {True: [], False: []}
+    for r in rows.limit(limit).to_arrow().to_pylist():
+        verdicts[is_plumbing(r["role"], r["payload"])].append(str(r["id"]))
+    for verdict, ids in verdicts.items():
+        for start in range(0, len(ids), PLUMBING_BATCH):
+            where = compile_filter(Filter(undecided=True, ids=tuple(ids[start : start + PLUMBING_BATCH])))
+            messages.update(where=where, values={"plumbing": verdict})
+    return len(verdicts[True]) + len(verdicts[False])

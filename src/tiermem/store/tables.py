@@ -13,11 +13,18 @@ from typing import Any
 
 from ..base.errors import StoreError, ValidationError
 from ..base.records import Message, Passage, from_us
+from . import schemas
 from .appends import GroupAppend
 from .boundary import commit_with_retries, reads, writes
 from .connection import Connection
 from .query import Filter, compile_filter, with_plumbing
-from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX, settle_plumbing
+from .schemas import (
+    MESSAGE_COLUMNS,
+    SEARCHABLE,
+    TEXTS_LOCK,
+    UNEMBEDDED_PREFIX,
+    settle_plumbing,
+)
 
 log = logging.getLogger(__name__)
 
@@ -191,15 +198,32 @@ class Rows:
             self.conn.wrote(len(rows), table)
 
     @writes("the plumbing column of messages")
-    def settle_plumbing(self) -> int:
+    def settle_plumbing(self, limit: int | None = None) -> int:
         """Decide the ``plumbing`` column of the messages an older tiermem wrote without it since the store was
-        migrated (``schemas.settle_plumbing``: a count of undecided rows when there are none); returns the rows
-        decided."""
+        migrated (``schemas.settle_plumbing``: a count of undecided rows when there are none; ``limit``: at most that
+        many); returns the rows decided."""
         with self.conn.writing("messages"):
-            decided = settle_plumbing(self.conn.tables["messages"])
+            decided = settle_plumbing(self.conn.tables["messages"], limit)
         if decided:
             self.conn.wrote(decided, "messages")
         return int(decided)
+
+    def settle_plumbing_round(self) -> int:
+        """A server's background upkeep's share of ``settle_plumbing``: up to ``PLUMBING_ROUND`` rows an older tiermem
+        wrote without ``plumbing`` (so a search leaves them out as it leaves out this tiermem's plumbing, without
+        waiting for ``tiermem optimize``), decided under ``TEXTS_LOCK``, and the store unmarked
+        (their keyword texts may hold a tool's result: ``keyword_context.recontext``, which marks it under that lock).
+        Costs one count of undecided rows when there are none (no lock taken)."""
+        messages = self.conn.tables["messages"]
+        if "plumbing" not in messages.schema.names or not self.count("messages", Filter(undecided=True)):
+            return 0
+        with self.conn.exclusive(TEXTS_LOCK):
+            decided = self.settle_plumbing(schemas.PLUMBING_ROUND)
+            if decided:  # (also when unmarked already: a ``recontext`` under way must not mark it)
+                self.conn.unsettle_keyword_contexts()
+        if decided:
+            log.info("decided whether %d message(s) an older tiermem wrote are the agent loop's plumbing", decided)
+        return decided
 
     def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[dict[str, Any]], str]) -> int:
         """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(the row)``; returns the

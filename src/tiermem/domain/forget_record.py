@@ -36,6 +36,15 @@ def key(kind: str, ident: str, created_us: int) -> str:
     return hashlib.sha256(f"{kind}\x1f{ident}\x1f{int(created_us)}".encode()).hexdigest()
 
 
+def is_key(value: object) -> bool:
+    """A key of the record: a 64-character hex digest, or one, ``@`` and a time (``system_key``)."""
+    if not isinstance(value, str):
+        return False
+    digest, at, when = value.partition("@")
+    hexdigits = set("0123456789abcdef")
+    return len(digest) == 64 and set(digest) <= hexdigits and (not at or when.isdigit())
+
+
 def row_keys(kind: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """The keys of passage or message rows (``kind``: "passage" or "message")."""
     return [key(kind, str(r["id"]), int(r["created_us"])) for r in rows]

@@ -6,7 +6,8 @@ links made on purpose between two of an agent's messages or passages as ``link``
 recently each was used, what makes it hot or cold), only those of memories the backup holds. The last line is the
 trailer: how many records of each kind the backup holds, so a backup cut short is refused, not restored in part (a
 backup of format 3 or older has none: restored with a note saying so; one of format 4 or older holds no uses: its
-memories are restored cold, with a note saying so).
+memories are restored cold, with a note saying so). From format 6 the use records are followed by the forget record's
+keys (digests, never text: ``domain/forget_record.py``), added to the target's record by a restore.
 
 Restore validates every line first, then checks the backup against the store (``backup_plan``: an agent both hold,
 changed differently, is refused before anything is written, or replaced with ``--replace``; an untouched agent,

@@ -414,7 +414,7 @@ def test_a_backup_whose_block_disagrees_with_its_history_is_refused(memory: Memo
 def test_a_damaged_header_is_refused_with_a_clear_error(memory: Memory, tmp_path: Path, value: object) -> None:
     path = tmp_path / "damaged.jsonl"
     path.write_text(json.dumps({"type": "tiermem-backup", "format": value}) + "\n", encoding="utf-8")
-    with pytest.raises(ValidationError, match=r"the backup header's format is .*, not a format number \(1 to 5\)"):
+    with pytest.raises(ValidationError, match=r"the backup header's format is .*, not a format number \(1 to 6\)"):
         restore(memory, path)
 
 

@@ -179,3 +179,53 @@ def test_include_forgotten_applies_to_backups_only(memory: Memory, tmp_path: Pat
     with pytest.raises(ValidationError, match="--include-forgotten applies to tiermem backups"):
         run_import(memory, graph, fmt="auto", agent="a", rename=None, replace=False, include_forgotten=True)
     assert [a.name for a in memory.list_agents()] == []
+
+
+def test_a_backup_carries_the_forget_record_so_an_older_backup_restored_after_it_leaves_the_forgotten_out(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Forget X; B1 made before, B2 after. Restore B2 in a new data directory, then B1 there: X stays forgotten (B2
+    carries the record's digests, never text); with --include-forgotten it comes back."""
+    memory = open_memory(settings, start_embedder=False)
+    common = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing"]
+    ids = fill(memory)
+    memory.core.close()
+    before, after = tmp_path / "b1.jsonl", tmp_path / "b2.jsonl"
+    cli(["export", "--format", "jsonl", "-o", str(before), *common])
+    cli(["forget", "passage", ids["passage"], *common, "--yes", "--now"])
+    cli(["export", "--format", "jsonl", "-o", str(after), *common])
+    carried = [json.loads(line) for line in after.read_text().splitlines() if '"type": "forgotten"' in line]
+    assert carried and all(len(r["row"]) == 64 for r in carried)
+
+    elsewhere = ["--data-dir", str(tmp_path / "new"), "--embedding-model", "hashing"]
+    cli(["import", str(after), *elsewhere])
+    _out, err = cli(["import", str(before), *elsewhere])
+    assert "left out what was forgotten here" in err, err
+    fresh = opened(elsewhere)
+    try:
+        assert ids["passage"] not in {p.id for p in fresh.archive.rows.passages_of(ids["agent"])}
+        assert {r["row"] for r in carried} <= fresh.core.forgotten_keys()
+    finally:
+        fresh.core.close()
+    cli(["import", str(before), "--include-forgotten", *elsewhere])
+    back = opened(elsewhere)
+    try:
+        assert ids["passage"] in {p.id for p in back.archive.rows.passages_of(ids["agent"])}
+    finally:
+        back.core.close()
+
+
+def test_a_damaged_forget_record_key_in_a_backup_is_refused(settings: Settings, tmp_path: Path) -> None:
+    open_memory(settings, start_embedder=False).core.close()
+    common = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing"]
+    backup = tmp_path / "b.jsonl"
+    cli(["export", "--format", "jsonl", "-o", str(backup), *common])
+    lines = backup.read_text().splitlines()
+    end = json.loads(lines[-1])
+    end["rows"]["forgotten"] = 1
+    lines[-1:] = [json.dumps({"type": "forgotten", "row": "not a digest"}), json.dumps(end)]
+    backup.write_text("\n".join(lines) + "\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["import", str(backup), "--data-dir", str(tmp_path / "other"), "--embedding-model", "hashing"])
+    assert code != 0 and "forget record key that is not one" in err.getvalue(), err.getvalue()

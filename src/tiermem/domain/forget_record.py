@@ -18,7 +18,9 @@ from the backup's turns left before it (``forget_restore.retext``), and an agent
 system prompt with the system prompt it has here (``systems``; an agent deleted here since keeps the backup's: the
 record holds no text to take out of it).
 ``--include-forgotten`` restores them and takes their keys out of the record (an agent forgotten whole: the keys of
-its rows restored too). Deletions (``archival_memory_delete``,
+its rows restored too). A backup (format 6 on) carries the record's keys (``FORGOTTEN`` records, digests only), and a restore without
+``--include-forgotten`` adds them to the target's record before it writes anything, so an older backup restored there
+later leaves out what was forgotten where the newer one was made. Deletions (``archival_memory_delete``,
 ``agents delete``) are not recorded: a restore brings back what was deleted, as a backup is for.
 """
 
@@ -34,6 +36,15 @@ from ..core.uses import Use
 
 def key(kind: str, ident: str, created_us: int) -> str:
     return hashlib.sha256(f"{kind}\x1f{ident}\x1f{int(created_us)}".encode()).hexdigest()
+
+
+def is_key(value: object) -> bool:
+    """A key of the record: a 64-character hex digest, or one, ``@`` and a time (``system_key``)."""
+    if not isinstance(value, str):
+        return False
+    digest, at, when = value.partition("@")
+    hexdigits = set("0123456789abcdef")
+    return len(digest) == 64 and set(digest) <= hexdigits and (not at or when.isdigit())
 
 
 def row_keys(kind: str, rows: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -6,7 +6,8 @@ links made on purpose between two of an agent's messages or passages as ``link``
 recently each was used, what makes it hot or cold), only those of memories the backup holds. The last line is the
 trailer: how many records of each kind the backup holds, so a backup cut short is refused, not restored in part (a
 backup of format 3 or older has none: restored with a note saying so; one of format 4 or older holds no uses: its
-memories are restored cold, with a note saying so).
+memories are restored cold, with a note saying so). From format 6 the use records are followed by the forget record's
+keys (digests, never text: ``domain/forget_record.py``), added to the target's record by a restore.
 
 Restore validates every line first, then checks the backup against the store (``backup_plan``: an agent both hold,
 changed differently, is refused before anything is written, or replaced with ``--replace``; an untouched agent,
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import replace as replaced
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -41,10 +42,12 @@ if TYPE_CHECKING:
 
 # 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before); 3: manual links too;
 # 4: the trailer (``END``), the count of each kind of record, last: a backup without it, or whose counts differ, is
-# incomplete and refused; 5: the use records (``USE``), after the links
-FORMAT = 5
+# incomplete and refused; 5: the use records (``USE``), after the links; 6: the forget record's keys (``FORGOTTEN``)
+FORMAT = 6
 USE = "use"  # a use record: {"type": USE, "row": {id, kind, agent_id, count, last_us, heat}} (``core.uses.Use``)
 USES_SINCE = 5  # the first format with use records
+FORGOTTEN = "forgotten"  # a key of the forget record: {"type": FORGOTTEN, "row": digest} (never text), after the uses
+FORGOTTEN_SINCE = 6  # the first format with them
 LINK = "link"  # the record of a link made on purpose: {"a": id, "b": id, "note": text}, after every row
 END = "tiermem-backup-end"  # the last record: {"type": END, "rows": {table or "links": how many records}}
 # Fields a row of an older format may lack (added since, without a format of their own), and the value such a row
@@ -101,6 +104,10 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
     for use in uses:
         out.write(json.dumps({"type": USE, "row": use_row(use)}, ensure_ascii=False) + "\n")
     counts["uses"] = len(uses)
+    forgotten = sorted(memory.core.forgotten_keys())  # digests only: a restore elsewhere leaves out what they name
+    for digest in forgotten:
+        out.write(json.dumps({"type": FORGOTTEN, "row": digest}) + "\n")
+    counts[FORGOTTEN] = len(forgotten)
     out.write(json.dumps({"type": END, "rows": counts}) + "\n")
     return counts
 
@@ -147,6 +154,7 @@ class Backup:
     links: list[Any]
     notes: list[str]
     uses: list[Use]
+    forgotten: set[str] = field(default_factory=set)  # the forget record's keys where it was made (format 6 on)
 
 
 def read_backup(memory: Memory, path: Path) -> Backup:
@@ -158,6 +166,7 @@ def read_backup(memory: Memory, path: Path) -> Backup:
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
     link_rows: list[Any] = []
     uses: list[Use] = []
+    forgotten: set[str] = set()
     end: tuple[int, Any] | None = None  # (line, its counts)
     fields = {
         t: set(
@@ -192,6 +201,14 @@ def read_backup(memory: Memory, path: Path) -> Backup:
         if table == USE and version >= USES_SINCE:
             uses.append(use_of(path, n, row))  # its agent and memory checked once every row is read
             continue
+        if table == FORGOTTEN and version >= FORGOTTEN_SINCE:
+            if not forget_record.is_key(row):
+                raise ValidationError(
+                    f"{path}:{n}: a forget record key that is not one (a 64-character digest, optionally '@' and a "
+                    "time); the backup is damaged."
+                )
+            forgotten.add(str(row))
+            continue
         if table not in TABLES or not isinstance(row, dict):
             raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
         if version < ADDED_BEFORE:
@@ -212,7 +229,8 @@ def read_backup(memory: Memory, path: Path) -> Backup:
             "whether it is complete cannot be checked"
         )
     else:
-        _check_complete(path, end, {**{t: len(v) for t, v in rows.items()}, "links": len(link_rows), "uses": len(uses)})
+        found = {**{t: len(v) for t, v in rows.items()}, "links": len(link_rows), "uses": len(uses)}
+        _check_complete(path, end, {**found, FORGOTTEN: len(forgotten)} if version >= FORGOTTEN_SINCE else found)
     if version < USES_SINCE:
         notes.append(
             f"the backup is of format {version}, which holds no use counts: its memories are restored as never used "
@@ -220,7 +238,7 @@ def read_backup(memory: Memory, path: Path) -> Backup:
         )
     check_uses(path, uses, rows)
     _check_blocks(path, rows)
-    return Backup(header, rows, link_rows, notes, uses)
+    return Backup(header, rows, link_rows, notes, uses, forgotten)
 
 
 def _check_blocks(path: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
@@ -290,6 +308,8 @@ def import_backup(
     archive = memory.archive
     backup = whole = read_backup(memory, path)
     record = memory.core.forgotten_keys()
+    carried = set() if include_forgotten else backup.forgotten - record  # forgotten where the backup was made
+    record = record | carried
     systems = forget_restore.systems_here(memory, record)  # as a forget left them (before any agent is replaced)
     if not include_forgotten:  # the backup as if it had been made after the forgets
         left = forget_record.left_out(backup.rows, record, systems)
@@ -320,6 +340,8 @@ def import_backup(
     name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
+    if carried:  # after every check, before any write: an older backup restored here later leaves it out too
+        memory.core.record_forgotten(carried)
     for agent in cleared:  # after every check; an interrupted restore finds each untouched, or gone, again
         memory.delete_agent(agent.id, purge=False)
     unpurged = memory.purge_core() if cleared else ""  # once for all of them: each purge rewrites the whole file

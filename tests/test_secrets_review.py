@@ -8,11 +8,14 @@ Dave"), GPG key ids ("Signing key: 3AA5C34371567BD2") left alone; a long hyphena
 
 from __future__ import annotations
 
-import time
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tiermem.domain import secrets
+from tiermem.domain import secret_joins, secret_numbers, secret_shapes, secrets
 
 SLACK = "xoxb-1234567890-1234567890-lqsajAIxNKu8iS2G8NPRVdD5"
 PROJ = "sk-proj-" + "YYZYn9ZhyiA4uoRgnatmUdjAWtGSU8po-799NksnRH9ucAUsdMlHUvTCQCyEZDz_TddJ8HyS5SUkCnD8zRA9a9S"
@@ -181,23 +184,104 @@ def test_across_a_break_only_the_joined_tokens_finding_is_kept() -> None:
     assert [text[f.start : f.end] for f in secrets.find(text)] == [f"{SLACK[:30]}\n{SLACK[30:]}"]
 
 
-def _seconds(text: str) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
+class _Reads:
+    """Characters the secret detector's regular expressions are handed, counted: a deterministic measure of its
+    work in place of a clock (a shared machine's timings flake). Each call on a module's compiled pattern or
+    through its ``re`` counts the characters it may read: the text from where it starts for a scan, the matched
+    characters (or one) for a match at a place. Work done again for each part of a long value (a quadratic read)
+    shows as a hundred times the count for ten times the text."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def scanned(self, string: object, pos: int = 0, endpos: int | None = None) -> None:
+        if isinstance(string, str):
+            self.count += max(1, min(len(string), endpos if endpos is not None else len(string)) - pos)
+
+    def matched(self, found: re.Match[str] | None, pos: int = 0) -> None:
+        self.count += max(1, found.end() - pos) if found is not None else 1
+
+
+class _CountedPattern:
+    def __init__(self, pattern: re.Pattern[str], reads: _Reads) -> None:
+        self._pattern, self._reads = pattern, reads
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._pattern, name)
+
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        found = self._pattern.match(string, pos, endpos)
+        self._reads.matched(found, pos)
+        return found
+
+    def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        found = self._pattern.fullmatch(string, pos, endpos)
+        self._reads.matched(found, pos)
+        return found
+
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        self._reads.scanned(string, pos, endpos)
+        return self._pattern.search(string, pos, endpos)
+
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        self._reads.scanned(string, pos, endpos)
+        return self._pattern.finditer(string, pos, endpos)
+
+    def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        self._reads.scanned(string, pos, endpos)
+        return self._pattern.findall(string, pos, endpos)
+
+    def sub(self, repl: Any, string: str, count: int = 0) -> str:
+        self._reads.scanned(string)
+        return self._pattern.sub(repl, string, count)
+
+    def split(self, string: str, maxsplit: int = 0) -> list[str]:
+        self._reads.scanned(string)
+        return self._pattern.split(string, maxsplit)
+
+
+class _CountedRe:
+    """A module's ``re`` whose module-level calls (``re.sub(r"[-._ ]", "", part)``) are counted."""
+
+    def __init__(self, reads: _Reads) -> None:
+        self._reads = reads
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(re, name)
+        if name in {"match", "fullmatch", "search", "finditer", "findall", "sub", "subn", "split"}:
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self._reads.scanned(args[2] if name in {"sub", "subn"} else args[1])
+                return attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+_MODULES = (secrets, secret_joins, secret_numbers, secret_shapes)
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
+    """The characters ``secrets.find(text)`` hands its modules' regular expressions (see ``_Reads``)."""
+    reads = _Reads()
+    with monkeypatch.context() as patch:
+        for module in _MODULES:
+            patch.setattr(module, "re", _CountedRe(reads))
+            for name, value in vars(module).items():
+                if isinstance(value, re.Pattern):
+                    patch.setattr(module, name, _CountedPattern(value, reads))
         secrets.find(text)
-        best = min(best, time.perf_counter() - start)
-    return best
+    return reads.count
 
 
-def test_a_long_hyphenated_value_after_the_password_is_read_in_linear_time() -> None:
+def test_a_long_hyphenated_value_after_the_password_is_read_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     # "Abc-Abc-...": each "-" once looked at for a method's name before it ("AES-256-encrypted") took the whole
-    # value again (120,000 characters: two minutes); ten times the text takes about ten times as long now (a
-    # hundred times before). A ratio in one run, best of three, with room for a loaded machine: 50, not 10
-    secrets.find("warm up: ghp_x the password is Abc-Abc")
-    short = _seconds("the password is " + "-".join(["Abc"] * 3000))
-    long = _seconds("the password is " + "-".join(["Abc"] * 30000))
-    assert long < 50 * short
+    # value again (120,000 characters: two minutes). Ten times the text is read about ten times over now (a hundred
+    # times before): the characters the regular expressions are handed are counted, not timed
+    short = _reads(monkeypatch, "the password is " + "-".join(["Abc"] * 3000))
+    long = _reads(monkeypatch, "the password is " + "-".join(["Abc"] * 30000))
+    assert short > 3000 * 4  # the count sees the value at all
+    assert long <= 12 * short
 
 
 # A second review: passphrases the description and pointer rules let through, hex keys taken for GPG ids, and
@@ -272,10 +356,10 @@ def test_ordinary_text_the_second_review_found_redacted_is_left_alone(text: str)
     assert secrets.find(text) == []
 
 
-def test_a_run_of_vendor_prefixes_is_read_in_linear_time() -> None:
+def test_a_run_of_vendor_prefixes_is_read_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     # "xoxb-xoxb-...": each prefix read the rest of the run as its token's body (200 KB: 13 s); a prefix inside a
-    # run already read is skipped now. Ten times the text, about ten times as long: 50 allowed (a loaded machine)
-    secrets.find("warm up: xoxb-xoxb-")
-    short = _seconds("xoxb-" * 4000)
-    long = _seconds("xoxb-" * 40000)
-    assert long < 50 * short
+    # run already read is skipped now. Ten times the text is read about ten times over (counted, not timed)
+    short = _reads(monkeypatch, "xoxb-" * 4000)
+    long = _reads(monkeypatch, "xoxb-" * 40000)
+    assert short > 4000 * 5  # the count sees the run at all
+    assert long <= 12 * short

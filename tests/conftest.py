@@ -6,6 +6,8 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,24 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     yield
     shutil.rmtree(runtime, ignore_errors=True)
+    _finish_background_work()
+
+
+# tiermem's one-shot background threads (opening the store and the archive, loading the model, warming a search,
+# an upkeep, a vector backfill): a test that ends while one still runs in native code (LanceDB, onnxruntime) would
+# otherwise leave it running into the next test. A worker died of a segmentation fault in LanceDB's native code with
+# two such threads of an ended test still running (CI, 2026-12-07); each test now waits for its own, a bounded time.
+ONE_SHOT_THREADS = frozenset(
+    ["tiermem-open", "tiermem-open-archive", "tiermem-warm", "tiermem-embedder", "tiermem-optimize", "tiermem-backfill"]
+)
+BACKGROUND_WAIT = 30.0  # seconds in all, per test
+
+
+def _finish_background_work() -> None:
+    deadline = time.monotonic() + BACKGROUND_WAIT
+    for thread in threading.enumerate():
+        if thread.name in ONE_SHOT_THREADS and thread.is_alive():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @pytest.fixture

@@ -14,15 +14,23 @@ import pytest
 from mcp import Client
 
 from . import fake_anthropic as fa
+from .cli_inproc import run_cli
 from .conftest import PYTHON, ROOT, text_of
 from .test_transports import server_env, stdio_params
 
 pytestmark = pytest.mark.anyio
 
 
-def tiermem(tmp_path: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
+def tiermem(  # type: ignore[no-untyped-def]
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None, process: bool = False
+):
+    """``tiermem *args`` on ``tmp_path / "data"``: in this process (``run_cli``) unless ``process`` asks for a real
+    ``python -m tiermem`` (tests of the entry point, stdin, or what carries across processes)."""
+    full = [*args, "--data-dir", str(tmp_path / "data")]
+    if not process:
+        return run_cli(*full, env=server_env(tmp_path, **(env or {})), stdin=stdin)
     return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+        [PYTHON, "-m", "tiermem", *full],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -42,12 +50,12 @@ def test_chat_one_shot_and_resume_across_processes(tmp_path: Path, fake: fa.Fake
     # ANTHROPIC_BASE_URL is honoured as the SDK does (no tiermem setting needed).
     env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url, "TIERMEM_MODEL": "claude-fake-1"}
     fake.add(fa.tool("memory_insert", {"label": "human", "new_str": "Name: Grace"}), fa.text("Hello Grace."))
-    first = tiermem(tmp_path, "chat", "-m", "I'm Grace.", env=env)
+    first = tiermem(tmp_path, "chat", "-m", "I'm Grace.", env=env, process=True)
     assert first.returncode == 0, first.stderr
     assert first.stdout == "Hello Grace.\n"  # only the reply on stdout
     assert "memory_insert(human) OK" in first.stderr
     fake.add(fa.text("Your name is Grace."))
-    second = tiermem(tmp_path, "chat", "-m", "Who am I?", "--json", env=env)
+    second = tiermem(tmp_path, "chat", "-m", "Who am I?", "--json", env=env, process=True)
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["reply"] == "Your name is Grace."
     sent = fake.requests[-1]
@@ -60,7 +68,7 @@ def test_chat_one_shot_and_resume_across_processes(tmp_path: Path, fake: fa.Fake
 def test_chat_interactive_reads_stdin(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
     env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
     fake.add(fa.text("one"), fa.text("two"))
-    done = tiermem(tmp_path, "chat", env=env, stdin="hello\n/memory\nagain\n/quit\n")
+    done = tiermem(tmp_path, "chat", env=env, stdin="hello\n/memory\nagain\n/quit\n", process=True)
     assert done.returncode == 0, done.stderr
     assert (
         done.stdout.splitlines()[0] == "one"
@@ -214,7 +222,7 @@ def test_chat_refuses_a_bad_message_before_the_store_is_made(
 def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
     env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
     fake.add(fa.error(429, "slow down"), fa.text("ok"))
-    done = tiermem(tmp_path, "chat", "-m", "hi", env=env)
+    done = tiermem(tmp_path, "chat", "-m", "hi", env=env, process=True)  # logging as a process sets it up
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
     assert len(fake.requests) == 2  # retried, quietly
     assert "HTTP Request:" not in done.stderr and "Retrying request" not in done.stderr

@@ -23,15 +23,23 @@ import pytest
 from tiermem.base.config import load_settings
 from tiermem.domain.factory import open_memory
 
+from .cli_inproc import run_cli
 from .conftest import PYTHON, ROOT
 from .test_transports import free_port, server_env, stdio_server
 
 FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
 
 
-def run(tmp_path: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+def run(
+    tmp_path: Path, *args: str, stdin: str | None = None, process: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``tiermem ARGS --data-dir tmp_path/data``: in this process (``run_cli``) unless ``process`` asks for a real
+    ``python -m tiermem`` (stdin not a terminal, recovery by the next process, Lance's own stderr, a server)."""
+    full = [*args, "--data-dir", str(tmp_path / "data")]
+    if not process:
+        return run_cli(*full, env=server_env(tmp_path, **env), stdin=stdin)
     return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+        [PYTHON, "-m", "tiermem", *full],
         input=stdin,
         capture_output=True,
         text=True,
@@ -116,7 +124,7 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
     m.archive.log_messages(gone.id, [{"role": "user", "content": "hello"}])
     human = m.block(gone.id, "human").id
 
-    refused = run(tmp_path, "agents", "delete", "gone")  # stdin is not a terminal: no silent deletion
+    refused = run(tmp_path, "agents", "delete", "gone", process=True)  # stdin is not a terminal: no silent deletion
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert (
         "blocks: persona, human" in refused.stderr
@@ -147,7 +155,7 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     human = m.block(agent.id, "human").id
     # A deletion killed right after its first step (the mark) leaves this state: the agent marked, nothing gone yet.
     m.set_agent_metadata(agent.id, {DELETING_KEY: "2026-01-01T00:00:00+00:00"})
-    doctor = run(tmp_path, "doctor")
+    doctor = run(tmp_path, "doctor", process=True)
     assert (
         "finished deleting agent 'half'" in doctor.stderr
         and "agent deletions: no deletion left unfinished" in doctor.stdout
@@ -156,8 +164,8 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     assert (
         doctor.returncode == 0 and "still in the store's files" in doctor.stdout and "tiermem optimize" in doctor.stdout
     )
-    assert run(tmp_path, "optimize").returncode == 0
-    assert run(tmp_path, "doctor").returncode == 0
+    assert run(tmp_path, "optimize", process=True).returncode == 0
+    assert run(tmp_path, "doctor", process=True).returncode == 0
     m = open_memory(s)
     assert m.list_agents() == [] and m.core.get_block(human) is None
     assert m.archive.rows.stray_rows([]) == {"messages": 0, "passages": 0}
@@ -179,7 +187,7 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
-    assert run(tmp_path, "blocks", "list").returncode == 0  # any command finishes an interrupted deletion
+    assert run(tmp_path, "blocks", "list", process=True).returncode == 0  # any command finishes an interrupted deletion
     m = open_memory(s)
     left = [a for a in m.list_agents() if a.name == "killed"]
     if left:  # killed before the mark: nothing was deleted
@@ -294,7 +302,7 @@ def test_files_with_tokens_are_private(tmp_path: Path) -> None:
     busy.listen()
     try:  # a busy port: a clear error before any "listening", and a warning about the readable tokens file
         port = str(busy.getsockname()[1])
-        done = run(tmp_path, "serve", "--transport", "http", "--port", port, "--tokens-file", str(loose))
+        done = run(tmp_path, "serve", "--transport", "http", "--port", port, "--tokens-file", str(loose), process=True)
     finally:
         busy.close()
     assert (
@@ -437,7 +445,7 @@ def test_import_rename_report_blocks_help_and_lance_logs(tmp_path: Path) -> None
     assert "--core" in helped and "--all" not in helped and "--all" not in run(tmp_path, "blocks", "--help").stdout
     listed = run(tmp_path, "blocks", "list", "--agent", "ada-copy").stdout.splitlines()
     assert listed[0].split() == ["label", "chars", "limit", "read_only", "pinned", "version", "id"]
-    reembed = run(tmp_path, "reembed")
+    reembed = run(tmp_path, "reembed", process=True)  # Lance logs to the process's stderr itself
     assert reembed.returncode == 0 and "WARN" not in reembed.stderr and "lance::" not in reembed.stderr, reembed.stderr
 
 

@@ -28,7 +28,8 @@ from ..domain.forget_record import Left, key, note
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
-    from .agentfile import AgentPlan
+
+AgentPlan = Any  # ``agentfile.AgentPlan`` (not imported: agentfile imports this module)
 
 
 @dataclass

@@ -378,8 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--include-forgotten",
         action="store_true",
-        help="jsonl: restore also what `tiermem forget` forgot here since the backup was made (left out otherwise), "
-        "and take it out of the forget record",
+        help="jsonl and .af: import also what `tiermem forget` forgot here since the file was made (left out "
+        "otherwise), and take it out of the forget record",
     )
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")

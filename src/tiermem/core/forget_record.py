@@ -6,9 +6,14 @@ time made, never its text).
   that records anything. The core's schema version is not raised for it: an older tiermem opens the file as before
   (and ignores the record).
 - Object storage: one object per forget, ``core/forgotten/<uuid>.json`` = ``{"keys": [...], "forgot_us": ...}``
-  (created once, never replaced but to take keys out: a restore with ``--include-forgotten``). Never merged: every
-  restore reads them all (one LIST, one GET each, twice: before it writes and after, for a forget run meanwhile), so
-  the cost of a restore grows with the number of forgets.
+  (created once, never replaced but to take keys out: a restore with ``--include-forgotten``). A forget that leaves
+  ``MERGE_AT`` objects or more merges them into one, under the lease ``FORGOTTEN_LEASE`` (skipped when another
+  holds it: the next forget merges): the merged object is created first, then the ones it holds are deleted, so the
+  union of the objects listed always holds every key, whatever runs meanwhile (two merges at once each write what
+  they read). A reader (``object_keys``: a restore, twice) lists and reads them; an object gone between the listing
+  and its read (merged meanwhile) sends it to list again, for the merged object. So a restore reads 1 LIST and at
+  most ``MERGE_AT - 1`` GETs, whatever the number of forgets. Taking keys out (``object_remove``) holds the same
+  lease (waiting for it), so a merge never writes back keys taken out meanwhile.
 
 A key is a 64-character digest, or (a forget's edit of a system prompt) a digest, ``@`` and the forget's time.
 """
@@ -21,12 +26,17 @@ from collections.abc import Collection
 
 from ..base.errors import StoreError
 from ..base.records import new_id, now, to_us
-from .bucket import Bucket
+from .bucket import Bucket, Listed
+from .lease import Lease
 from .object_layout import ROOT
 
 TABLE = "forgotten"
 _DDL = f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, forgot_us INTEGER NOT NULL)"
 PREFIX = f"{ROOT}/forgotten/"
+MERGE_AT = 8  # objects of the record a forget leaves before it merges them into one
+FORGOTTEN_LEASE = f"{ROOT}/leases/forgotten.json"  # held while the record's objects are merged or keys taken out
+FORGOTTEN_SECONDS = 30.0  # longer than reading, writing and deleting a few objects takes
+_READS = 5  # listings a reader makes when objects keep going (merged) between its listing and its reads
 
 
 # -- SQLite (called inside the core's transactions) -------------------------------------------------------------
@@ -57,28 +67,77 @@ def sqlite_remove(conn: sqlite3.Connection, keys: Collection[str]) -> int:
 
 
 def object_record(bucket: Bucket, keys: Collection[str]) -> int:
-    """One new object holding ``keys``; returns how many."""
+    """One new object holding ``keys``, then the record's objects merged into one if there are ``MERGE_AT`` or
+    more; returns how many keys."""
     if not keys:
         return 0
     data = json.dumps({"keys": sorted(set(keys)), "forgot_us": to_us(now())}).encode()
     bucket.create(f"{PREFIX}{new_id('forget')}.json", data)
+    if len(bucket.list(PREFIX)) >= MERGE_AT:
+        with Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS).held() as mine:
+            if mine:  # else another merges or takes keys out: the next forget merges
+                merge(bucket)
     return len(set(keys))
 
 
-def object_keys(bucket: Bucket) -> set[str]:
+def merge(bucket: Bucket) -> int:
+    """Merge every object of the record into one new object: created first, then the objects it holds deleted (so
+    no key is ever absent from the record's listing). Returns how many objects were merged in. Called under
+    ``FORGOTTEN_LEASE``; two merges at once (a lease run out) still lose nothing: each writes what it read."""
+    read: list[str] = []
     found: set[str] = set()
+    forgot = 0
     for item in bucket.list(PREFIX):
         stored = bucket.get(item.path)
-        if stored is not None:
-            found.update(_keys(item.path, stored.data))
-    return found
+        if stored is None:
+            continue  # merged or emptied meanwhile: its keys are in another object
+        found.update(_keys(item.path, stored.data))
+        forgot = max(forgot, _forgot_us(stored.data))
+        read.append(item.path)
+    if len(read) < 2:
+        return 0
+    data = json.dumps({"keys": sorted(found), "forgot_us": forgot, "merged": len(read)}).encode()
+    bucket.create(f"{PREFIX}{new_id('forget')}.json", data)
+    for path in read:
+        bucket.delete(path)
+    return len(read)
+
+
+def object_keys(bucket: Bucket) -> set[str]:
+    """Every key of the record: the union of its objects. An object gone between the listing and its read was
+    merged (the merged object written before it went) or emptied: the record is listed again for what is new."""
+    found: set[str] = set()
+    done: set[str] = set()
+    for _ in range(_READS):
+        listed = [item for item in bucket.list(PREFIX) if item.path not in done]
+        vanished = False
+        for item in listed:
+            stored = bucket.get(item.path)
+            done.add(item.path)
+            if stored is None:
+                vanished = True
+            else:
+                found.update(_keys(item.path, stored.data))
+        if not vanished:
+            return found
+    raise StoreError(
+        f"The forget record ({bucket.uri}/{PREFIX}) kept changing while it was read (merged by other processes); "
+        "nothing was written. Run the import again."
+    )
 
 
 def object_remove(bucket: Bucket, keys: Collection[str], tries: int = 5) -> int:
     """Take ``keys`` out of every object holding any (an object left with none is deleted): each rewritten only if
-    unchanged since read (``If-Match``), read again otherwise."""
-    gone, removed = set(keys), 0
-    for item in bucket.list(PREFIX):
+    unchanged since read (``If-Match``), read again otherwise; under ``FORGOTTEN_LEASE`` (no merge meanwhile)."""
+    with Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS).waiting(
+        FORGOTTEN_SECONDS * 1.5, doing="merging the forget record's objects"
+    ):
+        return _remove(bucket, set(keys), bucket.list(PREFIX), tries)
+
+
+def _remove(bucket: Bucket, gone: set[str], listed: list[Listed], tries: int) -> int:
+    removed = 0
+    for item in listed:
         for _ in range(tries):
             stored = bucket.get(item.path)
             if stored is None:
@@ -99,6 +158,12 @@ def object_remove(bucket: Bucket, keys: Collection[str], tries: int = 5) -> int:
         else:
             raise StoreError(f"The forget record {item.path} kept changing; run the import again.")
     return removed
+
+
+def _forgot_us(data: bytes) -> int:
+    value = json.loads(data)
+    at = value.get("forgot_us") if isinstance(value, dict) else None
+    return at if isinstance(at, int) and not isinstance(at, bool) else 0
 
 
 def _keys(path: str, data: bytes) -> list[str]:

@@ -153,6 +153,7 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
         extension["passages"][agent_id] = [
             {
                 "id": ids.get("passage", p.id),  # what the agent's links name it by
+                "tiermem_id": p.id,  # the row it was made from: a forget of it leaves it out of an import
                 "content": p.content,
                 "tags": list(p.tags),
                 "created_at": p.created_at.isoformat(),
@@ -555,6 +556,7 @@ def _letta_message(m: Message) -> JSON:
         "role": m.role,
         "payload": json.dumps(payload) if original is not None else m.payload,
         "conversation_id": m.conversation_id,
+        "id": m.id,  # the row it was made from: a forget of it leaves it out of an import (``af_forgotten``)
     }
     if m.project is not None:  # the project a hook logged it in (none: shared by every project)
         own["project"] = m.project

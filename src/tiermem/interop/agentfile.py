@@ -45,7 +45,7 @@ from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
 from ..domain.memory import TIMEZONE_KEY, check_agent_name
 from ..domain.periods import time_zone
 from ..server.registry import KNOWN_TOOLS
-from . import letta_passthrough
+from . import af_forgotten, letta_passthrough
 from .letta_messages import (
     EXTENSION,  # top-level key Letta ignores: passages, tiermem's settings, links
     called_tools,
@@ -78,6 +78,10 @@ class AgentPlan:
     passages: list[tuple[str, list[str], datetime | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     passage_ids: list[str] = field(default_factory=list)  # each passage's id in the file ("" when it has none)
+    # the tiermem rows a tiermem export made them from (``af_forgotten``): message id in the file -> [tiermem id],
+    # and each passage's tiermem id ("" when the file names none)
+    origins: dict[str, list[str]] = field(default_factory=dict)
+    passage_origins: list[str] = field(default_factory=list)
     passage_projects: list[str | None] = field(default_factory=list)  # each passage's project (None: shared)
     links: list[tuple[str, str, str]] = field(default_factory=list)  # made on purpose: (file id, file id, note)
     kept: JSON = field(default_factory=dict)  # letta_passthrough's document: what tiermem keeps but does not run
@@ -393,6 +397,7 @@ def _plan_agent(
                 "tools read and show dates in UTC (the file's value is kept for export)"
             )
     messages: list[JSON] = []
+    origins: dict[str, list[str]] = {}
     unlogged: list[JSON] = []  # Letta's compiled system message, approvals: kept for export, not logged
     message_ids: set[str] = set()
     called = called_tools(agent.get("messages") or [])
@@ -408,6 +413,9 @@ def _plan_agent(
         if row is not None:
             _check_time(row.get("timestamp"), f"Agent {name!r}: messages[{i}] (id {ident!r}) has `created_at`")
             messages.append(row)
+            own = m.get(EXTENSION)
+            if isinstance(own, dict) and isinstance(own.get("id"), str) and own["id"]:
+                origins[row["file_id"]] = [own["id"]]
         else:
             unlogged.append(
                 {
@@ -418,6 +426,7 @@ def _plan_agent(
             )
     passages = []
     passage_ids = []
+    passage_origins: list[str] = []
     projects: list[str | None] = []
     for j, p in enumerate((extension.get("passages") or {}).get(file_id, [])):
         where = f"Agent {name!r}: `{EXTENSION}.passages` entry {j}"
@@ -429,6 +438,7 @@ def _plan_agent(
         _check_time(p.get("created_at"), f"{where} has `created_at`")
         passages.append((p["content"], list(tags), _time(p.get("created_at"))))
         passage_ids.append(p["id"] if isinstance(p.get("id"), str) else "")
+        passage_origins.append(p["tiermem_id"] if isinstance(p.get("tiermem_id"), str) else "")
         projects.append(file_project(p.get("project"), where))
     all_links = extension.get("links")
     if all_links is not None and not isinstance(all_links, dict):
@@ -462,6 +472,8 @@ def _plan_agent(
         passage_ids=passage_ids,
         passage_projects=projects,
         links=links,
+        origins=origins,
+        passage_origins=passage_origins,
     )
 
 
@@ -668,9 +680,16 @@ def _renamed(note: str, old: str, new: str) -> str:
 
 
 def apply_plans(
-    memory: Memory, plans: list[AgentPlan], digest: str, *, rename: str | None = None, replace: bool = False
+    memory: Memory,
+    plans: list[AgentPlan],
+    digest: str,
+    *,
+    rename: str | None = None,
+    replace: bool = False,
+    include_forgotten: bool = False,
 ) -> ImportReport:
-    """Write validated plans. Names that clash with other agents are refused unless renamed or replaced."""
+    """Write validated plans. Names that clash with other agents are refused unless renamed or replaced. What the
+    forget record names is left out (``af_forgotten``), or with ``include_forgotten`` written and taken out of it."""
     report = ImportReport()
     if rename is not None:  # the notes name the agent as it will be stored (the name it would have had goes)
         old, plans[0].name = plans[0].name, rename
@@ -705,6 +724,10 @@ def apply_plans(
     report.notes += _skip_named_credentials(memory, list(folder_plans.values()), [p for p, _, _ in todo])
     for key, plan in folder_plans.items():
         targets[key] = _resolve_folder(memory, plan, digest, taken)
+    forgotten, restored = af_forgotten.apply(
+        memory, [p for p, _, _ in todo], [a for _, a, _ in todo], digest, include=include_forgotten
+    )
+    report.notes += forgotten
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     _check_agents(memory, todo, targets, digest, namespace)  # nothing is written when an agent would be refused
     total = sum(len(p.messages) + len(p.passages) + len(p.blocks) for p, _, _ in todo)
@@ -721,6 +744,8 @@ def apply_plans(
             _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets, redacted)
     finally:
         progress.close()
+    if restored:  # written: no longer forgotten (forget them again to forget them)
+        memory.core.unrecord_forgotten(restored)
     report.notes += redacted.notes()
     return report
 

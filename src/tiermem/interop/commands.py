@@ -65,15 +65,18 @@ def _run_import(
     memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool, include_forgotten: bool
 ) -> dict[str, Any]:
     kind = detect(path) if fmt == "auto" else fmt
-    if include_forgotten and kind != "jsonl":
+    if include_forgotten and kind not in ("jsonl", "af"):
         raise ValidationError(
-            "--include-forgotten applies to tiermem backups (jsonl) only; nothing was imported. Leave it out."
+            "--include-forgotten applies to tiermem backups (jsonl) and agent files (.af) only; nothing was "
+            "imported. Leave it out."
         )
     if kind == "af":
         data, digest = agentfile.load_json(path)
         plans = agentfile.plan_agent_file(data)
         _check_sizes(memory, plans)
-        report = agentfile.apply_plans(memory, plans, digest, rename=rename, replace=replace)
+        report = agentfile.apply_plans(
+            memory, plans, digest, rename=rename, replace=replace, include_forgotten=include_forgotten
+        )
         return {"format": "af", **report.as_dict()}
     if rename is not None:
         raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")

@@ -1,0 +1,123 @@
+"""The forget record on object storage (``core/forget_record.py``): a forget merges the record's objects once there
+are ``MERGE_AT`` of them, so a restore reads a few objects whatever the number of forgets, and no key is ever lost
+when two processes forget, merge or read at once (interleaved deterministically at the bucket's calls)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from tiermem.core import forget_record
+from tiermem.core.bucket import Bucket, Listed, Stored
+from tiermem.core.forget_record import MERGE_AT, PREFIX, merge, object_keys, object_record, object_remove
+
+
+class Watched:
+    """A bucket counting its LISTs and GETs, calling ``before[(kind, n)]`` before its n-th call of that kind."""
+
+    def __init__(self, bucket: Bucket) -> None:
+        self.bucket, self.uri = bucket, bucket.uri
+        self.calls: Counter[str] = Counter()
+        self.before: dict[tuple[str, int], Callable[[], None]] = {}
+
+    def _call(self, kind: str) -> None:
+        self.calls[kind] += 1
+        hook = self.before.pop((kind, self.calls[kind]), None)
+        if hook is not None:
+            hook()
+
+    def list(self, prefix: str) -> list[Listed]:
+        self._call("LIST")
+        return self.bucket.list(prefix)
+
+    def get(self, path: str, unless: str | None = None) -> Stored | None:
+        self._call("GET")
+        return self.bucket.get(path, unless)
+
+    def create(self, path: str, data: bytes) -> str | None:
+        self._call("CREATE")
+        return self.bucket.create(path, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.bucket, name)
+
+
+def _key(n: int) -> str:
+    return f"{n:064x}"
+
+
+def _objects(bucket: Bucket) -> int:
+    return len(bucket.list(PREFIX))
+
+
+def test_a_restore_reads_a_few_objects_after_50_forgets() -> None:
+    bucket = Bucket("memory://merge-50")
+    for n in range(50):
+        object_record(bucket, [_key(2 * n), _key(2 * n + 1)])
+        assert _objects(bucket) < MERGE_AT  # never more: each forget that reaches MERGE_AT merges them
+    reader = Watched(bucket)
+    assert object_keys(reader) == {_key(n) for n in range(100)}
+    assert reader.calls["LIST"] == 1
+    assert reader.calls["GET"] < MERGE_AT  # without the merge: 50 GETs, one per forget
+
+
+def test_a_merge_deletes_only_what_it_wrote_into_its_object_so_a_forget_meanwhile_is_kept() -> None:
+    bucket = Bucket("memory://merge-race")
+    for n in range(3):
+        object_record(bucket, [_key(n)])
+    merger = Watched(bucket)
+    # the other process forgets after this merge read the record, before it writes the merged object
+    merger.before[("CREATE", 1)] = lambda: object_record(bucket, [_key(99)])
+    assert merge(merger) == 3
+    assert object_keys(bucket) == {_key(0), _key(1), _key(2), _key(99)}
+    assert _objects(bucket) == 2  # the merged object and the new forget's
+
+
+def test_two_merges_at_once_lose_nothing() -> None:
+    """Two processes merging the same objects (a lease run out): each writes what it read, then deletes it."""
+    bucket = Bucket("memory://merge-two")
+    for n in range(4):
+        object_record(bucket, [_key(n)])
+    first = Watched(bucket)
+
+    def second_merges() -> None:  # after the first read everything, before it writes: a forget, then a merge
+        object_record(bucket, [_key(50)])
+        assert merge(bucket) == 5
+
+    first.before[("CREATE", 1)] = second_merges
+    assert merge(first) == 4  # its objects were deleted already: deleting them again is nothing
+    assert object_keys(bucket) == {*(_key(n) for n in range(4)), _key(50)}
+
+
+def test_a_reader_whose_objects_are_merged_between_its_listing_and_its_reads_lists_again() -> None:
+    bucket = Bucket("memory://merge-read")
+    for n in range(5):
+        object_record(bucket, [_key(n)])
+    reader = Watched(bucket)
+    reader.before[("GET", 1)] = lambda: merge(bucket)  # after it listed five objects: they are one now
+    assert object_keys(reader) == {_key(n) for n in range(5)}
+    assert reader.calls["LIST"] == 2
+
+
+def test_a_merge_skips_when_another_process_holds_the_lease_and_the_next_forget_merges() -> None:
+    bucket = Bucket("memory://merge-held")
+    held = forget_record.Lease(bucket, forget_record.FORGOTTEN_LEASE, forget_record.FORGOTTEN_SECONDS)
+    etag = held.take()
+    assert etag is not None
+    for n in range(MERGE_AT + 2):
+        object_record(bucket, [_key(n)])
+    assert _objects(bucket) == MERGE_AT + 2  # not merged: another holds the lease
+    held.give_back(etag)
+    object_record(bucket, [_key(100)])
+    assert _objects(bucket) == 1
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT + 2)), _key(100)}
+
+
+def test_keys_taken_out_of_a_merged_record_stay_out() -> None:
+    bucket = Bucket("memory://merge-remove")
+    for n in range(MERGE_AT):
+        object_record(bucket, [_key(n)])
+    assert _objects(bucket) == 1
+    assert object_remove(bucket, [_key(1), _key(2)]) == 2
+    assert object_keys(bucket) == {_key(n) for n in range(MERGE_AT)} - {_key(1), _key(2)}

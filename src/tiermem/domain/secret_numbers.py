@@ -64,6 +64,14 @@ _NUMBER_WORD = r"(?:" + _NUMBER_WORDS + r")"
 # a booking's, a reservation's or a confirmation's number only with its number's word ("booking ref 5105 ..."): bare,
 # "Confirmation 4111 ...", "hotel reservation: 5555 ..." are cards
 _BOOKING = r"(?:booking|reservation|confirmation)[ \t]*(?:ref\.?|reference|code|" + _NUMBER_WORDS + r")"
+# a bare label then a colon is a form's field ("Tracking: 4111 ...", "Order: ...", "| Invoice: ...", "**Parcel:** ...",
+# "DHL tracking: ..."): at its line's start, after a separator or after a name (a carrier's); after a word of a
+# sentence ("Use this for the order: 4111 ...", "my order: ...") the number is a card
+_FIELD = (
+    r"(?:\A|[|;,(\[{•>\-])[ \t*_]*"
+    r"(?:(?!(?i:the|this|that|these|my|your|our|his|her|their|its|for|with|use|pay|paid|an?|to|on|of|in|by|from)"
+    r"[ \t])[A-Z][\w&\-]{1,15}[ \t]+)?"
+)
 _NOT_A_CARD = re.compile(
     r"(?i:(?<![^\W\d_])(?:"
     + _LABEL
@@ -84,6 +92,11 @@ _NOT_A_CARD = re.compile(
     + r"|(?:bestell|auftrags|rechnungs|sendungs|order|bestel|paket|tracking|lieferschein)(?:nummer|nr\.?)[ \t]*:?[ \t]*"
     + r"|sendungsverfolgung[ \t]*:?[ \t]*"
     + r")\Z|(?:注文|订单|訂單|快递|運單|运单|追跡)\w{0,4}[^\w\n]*\Z)"
+    + r"|"
+    + _FIELD
+    + r"(?i:"
+    + _LABEL
+    + r")[*_]*[ \t]*:[ \t]*[*_]*[ \t]*\Z"
 )
 # a card's expiry date or security code after the number ("4111 ... exp 12/27 cvv 123"): a card, whatever its label
 _CARD_DETAILS = re.compile(

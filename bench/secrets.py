@@ -208,6 +208,14 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
         lambda g: f"{_r(g, string.ascii_uppercase, 4)}_{_r(g, string.ascii_uppercase, 3)}_{_r(g, string.digits, 4)}",
         lambda s: f"DB_HOST=db\nDB_PASS={s}\n",
     ),
+    # new kinds after the others: the others' random draws (the seed's sequence) stay as they were
+    "key wrapped inside a JSON string": (
+        lambda g: (lambda k, at: k[:at] + g.choice(("\\n", "\\r\\n")) + k[at:])(
+            g.choice(("sk-ant-api03-" + _r(g, URLSAFE, 93) + "AA", "sk-proj-" + _r(g, URLSAFE, 64))),
+            g.randint(24, 60),
+        ),
+        lambda s: '{"role": "user", "content": "my config has api_key: ' + s + '\\nand it still says 401"}',
+    ),
 }
 
 

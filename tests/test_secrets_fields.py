@@ -11,6 +11,16 @@ from tiermem.domain import secrets
 
 CARD = "4111 1111 1111 1111"
 MC = "5555 5555 5555 4444"
+ANTHROPIC = "sk-ant-api03-" + ("Xq9Lm2Zt8rBv4Nc7Kd1Pw6Hy3Jf5Gs0Ae" * 3)[:91] + "WXAA"  # 95 after the prefix
+PROJ = "sk-proj-" + "YYZYn9ZhyiA4uoRgnatmUdjAWtGSU8po-799NksnRH9ucAUsdMlHUvTCQCyEZDz_TddJ8HyS5SUkCnD8zRA9a9S"
+SLACK = "xoxb-1234567890-1234567890-lqsajAIxNKu8iS2G8NPRVdD5"
+GHP = "ghp_z63FfkCzJr4i0B3JrTAwR4y9ojfljoQoaF1L"
+
+
+def wrapped(key: str, width: int, escape: str = "\\n") -> str:
+    """``key`` wrapped at ``width`` characters as a string's text holds it: each break an escape, not a line break."""
+    return escape.join(key[i : i + width] for i in range(0, len(key), width))
+
 
 # (text, secret): redacted, one finding, its span exactly the secret's
 REDACTED = [
@@ -23,6 +33,22 @@ REDACTED = [
     (f"Tracking: {CARD} exp 12/27", CARD),
     (f"Order: {CARD} cvv 123", CARD),
     (f"Visa order: {CARD}", CARD),
+    # b. a key wrapped inside a JSON or a code string: its breaks a literal "\\n" or "\\r\\n" escape
+    ('{"key": "' + wrapped(ANTHROPIC, 40) + '"}', wrapped(ANTHROPIC, 40)),
+    ('{"key": "' + wrapped(ANTHROPIC, 40, "\\r\\n") + '", "n": 1}', wrapped(ANTHROPIC, 40, "\\r\\n")),
+    ('{"token": "' + wrapped(PROJ, 30) + '"}', wrapped(PROJ, 30)),
+    ('{"env": "the bot token ' + wrapped(SLACK, 40) + '\\nDEBUG=1"}', wrapped(SLACK, 40)),
+    ("token = '" + wrapped(GHP, 20) + "'", wrapped(GHP, 20)),
+    ('echo "' + PROJ[:50] + "\\n" + PROJ[50:] + '\\nnext line"', PROJ[:50] + "\\n" + PROJ[50:]),
+    # ... a tail whose parts look like words' by their lengths ("Ihsrdxqqg"), none a word: six consonants in a row
+    (
+        '{"content": "api_key: sk-proj-KU7Ex6rbDRJ7rIxPtfkCqSPZyt8129k0ri74zN\\n3czZZG90qryuRIhsrdxqqgF24-\\nand 401"}',
+        "sk-proj-KU7Ex6rbDRJ7rIxPtfkCqSPZyt8129k0ri74zN\\n3czZZG90qryuRIhsrdxqqgF24-",
+    ),
+    (
+        "api_key: sk-proj-KU7Ex6rbDRJ7rIxPtfkCqSPZyt8129k0ri74zN\n3czZZG90qryuRIhsrdxqqgF24-\nand 401",
+        "sk-proj-KU7Ex6rbDRJ7rIxPtfkCqSPZyt8129k0ri74zN\n3czZZG90qryuRIhsrdxqqgF24-",
+    ),
 ]
 
 LEFT_ALONE = [
@@ -37,6 +63,10 @@ LEFT_ALONE = [
     f"Status: shipped | Parcel: {CARD}",
     f"Shipment: {MC} (2 boxes)",
     f"Pedido: {CARD}",
+    # b. a prefix named in a string, a word after an escaped break
+    '{"note": "ghp_\\nfoo"}',
+    '{"note": "use xoxb-\\nSales tokens"}',
+    '{"note": "sk-proj-\\nReport2024Q3"}',
 ]
 
 
@@ -45,6 +75,19 @@ def test_a_credential_is_redacted(text: str, secret: str) -> None:
     found = secrets.find(text)
     assert [text[f.start : f.end] for f in found] == [secret]
     assert secret not in secrets.redact(text).text
+
+
+# b. the words after a key wrapped in a string are the string's: the key alone is redacted
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('{"msg": "token ' + SLACK + '\\nthanks"}', SLACK),
+        ('{"a": "' + SLACK[:30] + "\\n" + SLACK[30:] + '\\nHello world"}', SLACK[:30] + "\\n" + SLACK[30:]),
+        ('{"a": "' + PROJ + '\\nThanks"}', PROJ),
+    ],
+)
+def test_a_key_in_a_string_is_not_joined_to_the_next_line(text: str, key: str) -> None:
+    assert [text[f.start : f.end] for f in secrets.find(text)] == [key]
 
 
 @pytest.mark.parametrize("text", LEFT_ALONE)

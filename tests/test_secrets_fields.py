@@ -77,6 +77,29 @@ def test_a_credential_is_redacted(text: str, secret: str) -> None:
     assert secret not in secrets.redact(text).text
 
 
+# c. a key of no fixed length split by a space before a short tail, in a sentence: the tail is the key's
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f"my key is {PROJ[:-7]} {PROJ[-7:]} and it fails", f"{PROJ[:-7]} {PROJ[-7:]}"),
+        (f"SLACK_BOT {SLACK[:-6]} {SLACK[-6:]} (the bot's)", f"{SLACK[:-6]} {SLACK[-6:]}"),
+        ("stripe key sk_live_nsGpWLuqIA1id6Vw5 DQL05HAx9 is live", "sk_live_nsGpWLuqIA1id6Vw5 DQL05HAx9"),
+        (f"try {PROJ[:-9]}  {PROJ[-9:]}, it fails", f"{PROJ[:-9]}  {PROJ[-9:]}"),
+    ],
+)
+def test_a_key_split_before_a_short_tail_is_redacted_whole(text: str, secret: str) -> None:
+    assert [text[f.start : f.end] for f in secrets.find(text)] == [secret]
+
+
+# c. a word after a key on its line, shaped as names and versions are, is the sentence's: the key alone is redacted
+@pytest.mark.parametrize(
+    "word", ["thanks", "base64", "sha256", "GPT4o", "x86_64", "iPhone15", "GPT4Turbo", "H100s", "2024", "v2", "OAuth2"]
+)
+def test_a_word_after_a_key_is_not_joined_to_it(word: str) -> None:
+    text = f"my key is {PROJ} {word} encoded"
+    assert [text[f.start : f.end] for f in secrets.find(text)] == [PROJ]
+
+
 # b. the words after a key wrapped in a string are the string's: the key alone is redacted
 @pytest.mark.parametrize(
     ("text", "key"),

@@ -65,6 +65,10 @@ _ESCAPED_LINE_END = re.compile(r"[ \t]*+(?:\r?\n|(?:\\r)?\\n|[\"']|\Z)")
 _NAMED = re.compile(r"[ \t]*+[:=]")
 # a piece of a key of no fixed length in the middle of a line: this long, upper and lower case letters and digits
 _RANDOM_PIECE = 12
+# ... or shorter, from this long, when its characters change between capitals, lower-case letters and digits at
+# least every other character (three times at least): "tU9vW1x" ("base64", "GPT4o", "x86_64", "iPhone15" do not)
+_SHORT_PIECE = 6
+_CLASS_SWITCHES = 3
 _MAX_PIECES = 8  # a key of 200 characters wrapped at 30 columns
 # the parts of a word written in camel case ("s3BucketName": s, 3, Bucket, Name; "GPT4Turbo": GPT, 4, Turbo)
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -103,17 +107,22 @@ def _token_like(piece: str) -> bool:
 def _random(piece: str, *, line_end: bool) -> bool:
     """A piece of a key of no fixed length: no name made of words (``_worded``), and the rest of its line with
     letters and digits or a capital inside (a wrapped key's tail, "dD5x"), or else ``_RANDOM_PIECE`` characters or
-    more of upper and lower case letters and digits (a key split by a space in a sentence)."""
+    more of upper and lower case letters and digits, or ``_SHORT_PIECE`` or more changing between them at least every
+    other character (a key split by a space in a sentence)."""
     if _worded(piece) or not _token_like(piece):
         return False
     if line_end:
         return True
-    return (
-        len(piece) >= _RANDOM_PIECE
-        and any(c.isdigit() for c in piece)
-        and any(c.isupper() for c in piece)
-        and any(c.islower() for c in piece)
-    )
+    if len(piece) >= _RANDOM_PIECE:
+        return any(c.isdigit() for c in piece) and any(c.isupper() for c in piece) and any(c.islower() for c in piece)
+    return len(piece) >= _SHORT_PIECE and _switches(piece) >= max(_CLASS_SWITCHES, (len(piece) - 1) / 2)
+
+
+def _switches(piece: str) -> int:
+    """How often a piece's letters and digits change between capitals, lower-case letters and digits ("tU9vW1x": 6,
+    "base64": 1, "x86_64": 1: a dash or an underscore is none of them)."""
+    classes = [c.isdigit() + 2 * c.isupper() for c in piece if c.isalnum()]
+    return sum(a != b for a, b in zip(classes, classes[1:], strict=False))
 
 
 def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

@@ -216,6 +216,10 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
         ),
         lambda s: '{"role": "user", "content": "my config has api_key: ' + s + '\\nand it still says 401"}',
     ),
+    "card after an order's label, its security code far after it": (
+        _card,
+        lambda s: f"Order number {s}, please ship it to 221B Baker Street, London NW1 6XE, CVV 123",
+    ),
 }
 
 

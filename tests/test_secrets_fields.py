@@ -77,6 +77,34 @@ def test_a_credential_is_redacted(text: str, secret: str) -> None:
     assert secret not in secrets.redact(text).text
 
 
+# d. a security code anywhere after a number printed as a card's on its line, whatever the label before it
+@pytest.mark.parametrize(
+    ("text", "card"),
+    [
+        (f"Order number {CARD}, shipped to 221B Baker Street, London NW1 6XE, CVV 123", CARD),
+        (f"Order #{CARD} for the blue sofa, delivery on Tuesday morning, security code 737", CARD),
+        (f"Tracking: {MC} (the parcel to Lyon, two boxes, signed for) cvc 4421", MC),
+    ],
+)
+def test_a_security_code_far_after_a_labelled_number_makes_it_a_card(text: str, card: str) -> None:
+    assert [(f.kind, text[f.start : f.end]) for f in secrets.find(text)] == [("payment card number", card)]
+
+
+# d. a date or an expiry's word further than 40 characters after it is the order's
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Order number {CARD} shipped on Tuesday; delivery expected 12/24 at the front desk",
+        f"Order {CARD}, shipped to the office on Tuesday; the return window expires in 30 days",
+        # ... and a security code's name far after it, no code given: the text is about one
+        f"Ticket {CARD}: the customer asks why the checkout page wants a CVV",
+        f"Order #{CARD} was delivered; we never ask for your card's security code by email",
+    ],
+)
+def test_a_date_far_after_a_labelled_number_leaves_it_alone(text: str) -> None:
+    assert secrets.find(text) == []
+
+
 # c. a key of no fixed length split by a space before a short tail, in a sentence: the tail is the key's
 @pytest.mark.parametrize(
     ("text", "secret"),

@@ -1,6 +1,6 @@
 """Secrets are never stored (`python -m bench secrets`): the detector's recall, its false positives, its cost.
 
-- ``recall``: real-format credentials of 35 kinds (random characters in each format), each inside a realistic prompt
+- ``recall``: real-format credentials of 37 kinds (random characters in each format), each inside a realistic prompt
   sentence (``export ANTHROPIC_API_KEY=sk-ant-api03-...``), logged through the real ``autorecall.log_turn`` (the
   hook's path) into a real store; a credential counts as redacted when the stored message holds neither it nor a
   12-character piece of its middle or its end (a redaction that stops part way is a miss).

@@ -1,6 +1,6 @@
 """Secrets are never stored (`python -m bench secrets`): the detector's recall, its false positives, its cost.
 
-- ``recall``: real-format credentials of 35 kinds (random characters in each format), each inside a realistic prompt
+- ``recall``: real-format credentials of 37 kinds (random characters in each format), each inside a realistic prompt
   sentence (``export ANTHROPIC_API_KEY=sk-ant-api03-...``), logged through the real ``autorecall.log_turn`` (the
   hook's path) into a real store; a credential counts as redacted when the stored message holds neither it nor a
   12-character piece of its middle or its end (a redaction that stops part way is a miss).
@@ -207,6 +207,18 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
     ".env short name, capitals": (
         lambda g: f"{_r(g, string.ascii_uppercase, 4)}_{_r(g, string.ascii_uppercase, 3)}_{_r(g, string.digits, 4)}",
         lambda s: f"DB_HOST=db\nDB_PASS={s}\n",
+    ),
+    # new kinds after the others: the others' random draws (the seed's sequence) stay as they were
+    "key wrapped inside a JSON string": (
+        lambda g: (lambda k, at: k[:at] + g.choice(("\\n", "\\r\\n")) + k[at:])(
+            g.choice(("sk-ant-api03-" + _r(g, URLSAFE, 93) + "AA", "sk-proj-" + _r(g, URLSAFE, 64))),
+            g.randint(24, 60),
+        ),
+        lambda s: '{"role": "user", "content": "my config has api_key: ' + s + '\\nand it still says 401"}',
+    ),
+    "card after an order's label, its security code far after it": (
+        _card,
+        lambda s: f"Order number {s}, please ship it to 221B Baker Street, London NW1 6XE, CVV 123",
     ),
 }
 

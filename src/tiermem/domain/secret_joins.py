@@ -54,29 +54,39 @@ _PREFIX = re.compile(
 )
 _TOKEN = r"[A-Za-z0-9_\-]"
 _BODY = re.compile(_TOKEN + r"*+")
-# a line break with the indentation around it, or a space or two
-_BREAK = re.compile(r"[ \t]*+\r?\n[ \t]*+|[ \t]{1,2}+(?=" + _TOKEN + r")")
-# what ends a line after a piece: the piece is the rest of its line (a wrapped key fills each line it is on)
+# a line break with the indentation around it, written as it is or escaped as a JSON or a code string writes it (a
+# literal "\\n" or "\\r\\n": a key pasted into a string as it wrapped), or a space or two
+_BREAK = re.compile(r"[ \t]*+(?:\r?\n|(?:\\r)?\\n)[ \t]*+|[ \t]{1,2}+(?=" + _TOKEN + r")")
+# what ends a line after a piece: the piece is the rest of its line (a wrapped key fills each line it is on); after an
+# escaped break, an escaped one or the string's closing quote too
 _LINE_END = re.compile(r"[ \t]*+(?:\r?\n|\Z)")
+_ESCAPED_LINE_END = re.compile(r"[ \t]*+(?:\r?\n|(?:\\r)?\\n|[\"']|\Z)")
 # a name given a value after a piece ("Auth0Domain=acme", "  s3BucketName: reports"): the next line is a new setting
 _NAMED = re.compile(r"[ \t]*+[:=]")
 # a piece of a key of no fixed length in the middle of a line: this long, upper and lower case letters and digits
 _RANDOM_PIECE = 12
+# ... or shorter, from this long, when its characters change between capitals, lower-case letters and digits at
+# least every other character (three times at least): "tU9vW1x" ("base64", "GPT4o", "x86_64", "iPhone15" do not)
+_SHORT_PIECE = 6
+_CLASS_SWITCHES = 3
 _MAX_PIECES = 8  # a key of 200 characters wrapped at 30 columns
 # the parts of a word written in camel case ("s3BucketName": s, 3, Bucket, Name; "GPT4Turbo": GPT, 4, Turbo)
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _WORD_PART_LENGTH = 2.5  # characters a part on average, at least, in a word's name (about 2 in a random string)
 _LONG = 16  # a piece this long is a name only with no lone lower-case letter among its parts ("S2" "a" "B" "x9")
 _ACRONYM = 5  # capitals in a row a name has at most ("GPT", "HTTP", "JSON")
+# consonants in a row no word of a name has ("lengths": 5; "Ihsrdxqqg", a random string's: 8)
+_UNSPOKEN = re.compile(r"[bcdfghjklmnpqrstvwxz]{6}", re.IGNORECASE)
 
 
 def _worded(piece: str) -> bool:
     """A piece shaped as a name made of words ("s3BucketName", "Auth0Domain", "iPhone15Pro", "GPT4Turbo"): parts of
     ``_WORD_PART_LENGTH`` characters or more on average, at most one lone lower-case letter among them (none from
-    ``_LONG`` characters on) and no long run of capitals. A random string's parts are shorter (a capital, a lone
-    lower-case letter, a digit), so it is rarely taken for one (1 in 50 of 16 characters, 1 in 150 of 24)."""
+    ``_LONG`` characters on), no long run of capitals and no part no one could say (``_UNSPOKEN``). A random
+    string's parts are shorter (a capital, a lone lower-case letter, a digit), so it is rarely taken for one (1 in 50
+    of 16 characters, 1 in 150 of 24; one whose long part has six consonants in a row is not)."""
     parts = _PART.findall(piece)
-    if not parts:
+    if not parts or any(_UNSPOKEN.search(p) for p in parts if not p.isupper()):
         return False
     lone = sum(1 for p in parts if p[-1].islower() and sum(c.islower() for c in p) < 2)
     return (
@@ -97,17 +107,22 @@ def _token_like(piece: str) -> bool:
 def _random(piece: str, *, line_end: bool) -> bool:
     """A piece of a key of no fixed length: no name made of words (``_worded``), and the rest of its line with
     letters and digits or a capital inside (a wrapped key's tail, "dD5x"), or else ``_RANDOM_PIECE`` characters or
-    more of upper and lower case letters and digits (a key split by a space in a sentence)."""
+    more of upper and lower case letters and digits, or ``_SHORT_PIECE`` or more changing between them at least every
+    other character (a key split by a space in a sentence)."""
     if _worded(piece) or not _token_like(piece):
         return False
     if line_end:
         return True
-    return (
-        len(piece) >= _RANDOM_PIECE
-        and any(c.isdigit() for c in piece)
-        and any(c.isupper() for c in piece)
-        and any(c.islower() for c in piece)
-    )
+    if len(piece) >= _RANDOM_PIECE:
+        return any(c.isdigit() for c in piece) and any(c.isupper() for c in piece) and any(c.islower() for c in piece)
+    return len(piece) >= _SHORT_PIECE and _switches(piece) >= max(_CLASS_SWITCHES, (len(piece) - 1) / 2)
+
+
+def _switches(piece: str) -> int:
+    """How often a piece's letters and digits change between capitals, lower-case letters and digits ("tU9vW1x": 6,
+    "base64": 1, "x86_64": 1: a dash or an underscore is none of them)."""
+    classes = [c.isdigit() + 2 * c.isupper() for c in piece if c.isalnum()]
+    return sum(a != b for a, b in zip(classes, classes[1:], strict=False))
 
 
 def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -130,8 +145,10 @@ def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
             gap = _BREAK.match(text, at)
             if gap is None or gap.end() == gap.start():
                 break
+            between = text[gap.start() : gap.end()]
+            escaped = "\\" in between  # a literal "\\n" (a JSON or a code string's line break)
             bare = length == 0  # a prefix named in prose ("xoxb- Sales2024Q3 channel") but for a key wrapped after it
-            if bare and "\n" not in text[gap.start() : gap.end()]:
+            if bare and "\n" not in between:
                 break
             piece = _BODY.match(text, gap.end())
             if piece is None or piece.end() == gap.end() or _PREFIX.match(text, gap.end()):
@@ -145,7 +162,11 @@ def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
                     break
                 if not (_token_like(piece.group()) or length + size == full):  # "...\nthanks"; "...\nXQAA" ends it
                     break
-            elif not _random(piece.group(), line_end=not bare and _LINE_END.match(text, piece.end()) is not None):
+            elif not _random(
+                piece.group(),
+                line_end=not bare
+                and (_ESCAPED_LINE_END if escaped else _LINE_END).match(text, piece.end()) is not None,
+            ):
                 break
             found.append((gap.start(), gap.end()))
             length += size

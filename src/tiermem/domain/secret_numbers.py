@@ -64,6 +64,14 @@ _NUMBER_WORD = r"(?:" + _NUMBER_WORDS + r")"
 # a booking's, a reservation's or a confirmation's number only with its number's word ("booking ref 5105 ..."): bare,
 # "Confirmation 4111 ...", "hotel reservation: 5555 ..." are cards
 _BOOKING = r"(?:booking|reservation|confirmation)[ \t]*(?:ref\.?|reference|code|" + _NUMBER_WORDS + r")"
+# a bare label then a colon is a form's field ("Tracking: 4111 ...", "Order: ...", "| Invoice: ...", "**Parcel:** ...",
+# "DHL tracking: ..."): at its line's start, after a separator or after a name (a carrier's); after a word of a
+# sentence ("Use this for the order: 4111 ...", "my order: ...") the number is a card
+_FIELD = (
+    r"(?:\A|[|;,(\[{•>\-])[ \t*_]*"
+    r"(?:(?!(?i:the|this|that|these|my|your|our|his|her|their|its|for|with|use|pay|paid|an?|to|on|of|in|by|from)"
+    r"[ \t])[A-Z][\w&\-]{1,15}[ \t]+)?"
+)
 _NOT_A_CARD = re.compile(
     r"(?i:(?<![^\W\d_])(?:"
     + _LABEL
@@ -84,22 +92,42 @@ _NOT_A_CARD = re.compile(
     + r"|(?:bestell|auftrags|rechnungs|sendungs|order|bestel|paket|tracking|lieferschein)(?:nummer|nr\.?)[ \t]*:?[ \t]*"
     + r"|sendungsverfolgung[ \t]*:?[ \t]*"
     + r")\Z|(?:注文|订单|訂單|快递|運單|运单|追跡)\w{0,4}[^\w\n]*\Z)"
+    + r"|"
+    + _FIELD
+    + r"(?i:"
+    + _LABEL
+    + r")[*_]*[ \t]*:[ \t]*[*_]*[ \t]*\Z"
 )
 # a card's expiry date or security code after the number ("4111 ... exp 12/27 cvv 123"): a card, whatever its label
-_CARD_DETAILS = re.compile(
-    r"(?i:(?<![^\W\d_])(?:exp(?:iry|ires|iration)?|valid\s+(?:thru|through|until)|cvv2?|cvc2?|csc|security\s+code"
+_CARD_EXPIRY = re.compile(
+    r"(?i:(?<![^\W\d_])(?:exp(?:iry|ires|iration)?|valid\s+(?:thru|through|until)"
     r"|vence|vencimiento|caducidad|expiration|ablauf|g[üu]ltig|scadenza)(?![^\W\d_])"
     r"|(?<!\d)(?:0[1-9]|1[0-2])[ \t]*/[ \t]*(?:\d{2}|20\d{2})(?!\d))"
 )
-AFTER = 40  # how far after a number printed as a card its expiry date or security code is looked for
+_SECURITY_CODE = r"(?i:(?<![^\W\d_])(?:cvv2?|cvc2?|csc|security\s+code)(?![^\W\d_]))"
+_CARD_CODE = re.compile(_SECURITY_CODE)
+# ... further on, the code itself after its name ("CVV 123", "cvc: 4421"): "the checkout asks for a CVV" is not one
+_CARD_CODE_GIVEN = re.compile(_SECURITY_CODE + r"[ \t]*(?:is[ \t]+)?[:=#]?[ \t]*\d{3,4}(?![\w\-]|[.,/]\d)")
+# how far after a number printed as a card its expiry date or its security code's name is looked for (a date further
+# on is the order's: "order 4111 ..., shipped 12/24"), and its security code given (anywhere on the line up to this
+# far: "Order number 4111 ..., shipped to 221B Baker Street, London, CVV 123")
+EXPIRY_AFTER = 40
+AFTER = 160
 
 
 def printed_card_label(before: str, after: str) -> bool:
     """Whether a number printed as a card's, with the text before it and after it on its line (up to ``BEFORE`` and
     ``AFTER`` characters), is a card's: no label of another number right before it (``_NOT_A_CARD``: "order number",
     "tracking number:", "invoice #", "Bestellnummer"), or a word naming a card or a payment before it ("order paid by
-    card"), or an expiry date or a security code after it ("exp 12/27", "CVC 737")."""
-    return _NOT_A_CARD.search(before) is None or card_cue(before) or _CARD_DETAILS.search(after) is not None
+    card"), or an expiry date or a security code's name right after it ("exp 12/27", "CVC", within ``EXPIRY_AFTER``
+    characters), or a security code given anywhere after it on its line ("CVC 737")."""
+    return (
+        _NOT_A_CARD.search(before) is None
+        or card_cue(before)
+        or _CARD_EXPIRY.search(after, 0, EXPIRY_AFTER) is not None
+        or _CARD_CODE.search(after, 0, EXPIRY_AFTER) is not None
+        or _CARD_CODE_GIVEN.search(after) is not None
+    )
 
 
 # the issuers' prefixes and lengths: Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro

@@ -104,3 +104,22 @@ def test_the_stop_notice_does_not_go_into_a_file_that_took_fd_2(tmp_path: Path) 
     )
     assert (done.returncode, done.stdout.decode()) == (0, "stopped\n")
     assert data.read_bytes() == b""
+
+
+def test_a_command_whose_stderr_reader_left_still_runs(tmp_path: Path) -> None:
+    """stderr a pipe whose reader is gone (a host that closed its end): the warning is dropped, not a
+    ``BrokenPipeError`` that fails the command (it did: exit 1, no output)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", "blocks", "list", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=write,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0
+    assert [b["label"] for b in json.loads(done.stdout)] == ["persona", "human"]

@@ -229,3 +229,42 @@ def test_a_damaged_forget_record_key_in_a_backup_is_refused(settings: Settings, 
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(["import", str(backup), "--data-dir", str(tmp_path / "other"), "--embedding-model", "hashing"])
     assert code != 0 and "forget record key that is not one" in err.getvalue(), err.getvalue()
+
+
+def test_a_refused_restore_adds_nothing_to_the_forget_record(settings: Settings, tmp_path: Path) -> None:
+    """A restore refused after its backup is read (an agent changed differently here) leaves the record as it was;
+    the same restore with ``--replace`` adds the backup's digests."""
+    memory = open_memory(settings, start_embedder=False)
+    common = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing"]
+    ids = fill(memory)
+    memory.core.close()
+    after = tmp_path / "b2.jsonl"
+    cli(["forget", "passage", ids["passage"], *common, "--yes", "--now"])
+    cli(["export", "--format", "jsonl", "-o", str(after), *common])
+    carried = {json.loads(line)["row"] for line in after.read_text().splitlines() if '"type": "forgotten"' in line}
+    assert carried
+
+    elsewhere = ["--data-dir", str(tmp_path / "new"), "--embedding-model", "hashing"]
+    other = opened(elsewhere)
+    try:
+        here = other.ensure_agent("default").id
+        other.edit(here, "human", Rethink("Name: Bob"))
+        other.archival_insert(here, "Bob's own note", None)
+    finally:
+        other.core.close()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["import", str(after), *elsewhere])
+    assert code != 0 and "nothing was written" in err.getvalue(), err.getvalue()
+    refused = opened(elsewhere)
+    try:
+        assert refused.core.forgotten_keys() == set()
+    finally:
+        refused.core.close()
+    cli(["import", str(after), "--replace", *elsewhere])
+    replaced = opened(elsewhere)
+    try:
+        assert carried <= replaced.core.forgotten_keys()
+        assert ids["passage"] not in {p.id for p in replaced.archive.rows.passages_of(ids["agent"])}
+    finally:
+        replaced.core.close()

@@ -76,3 +76,50 @@ async def test_serve_over_stdio_with_stderr_closed_speaks_only_protocol(tmp_path
     assert len(lines) >= 6
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
+
+
+def test_the_stop_notice_does_not_go_into_a_file_that_took_fd_2(tmp_path: Path) -> None:
+    """``stopping()`` announces a stop with ``os.write`` (the handler may interrupt a print): to stderr's own
+    descriptor, the null device here, not to the file that is fd 2 now; the stop still happens."""
+    data = tmp_path / "data.bin"
+    script = (
+        "import os, signal, sys\n"
+        f"fd = os.open({str(data)!r}, os.O_WRONLY | os.O_CREAT)\n"
+        "assert fd == 2 and sys.stderr is None, fd\n"
+        "from tiermem.cli import keep_notices_off_stdout\n"
+        "keep_notices_off_stdout()\n"
+        "from tiermem.cli.commands import stopping\n"
+        "with stopping() as stop:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    assert stop.wait(60)\n"
+        "print('stopped')\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", script],
+        stdout=subprocess.PIPE,
+        env=_env(tmp_path),
+        cwd=ROOT,
+        timeout=120,
+        preexec_fn=lambda: os.close(2),  # noqa: PLW1509
+    )
+    assert (done.returncode, done.stdout.decode()) == (0, "stopped\n")
+    assert data.read_bytes() == b""
+
+
+def test_a_command_whose_stderr_reader_left_still_runs(tmp_path: Path) -> None:
+    """stderr a pipe whose reader is gone (a host that closed its end): the warning is dropped, not a
+    ``BrokenPipeError`` that fails the command (it did: exit 1, no output)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", "blocks", "list", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=write,
+            env=_env(tmp_path),
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0
+    assert [b["label"] for b in json.loads(done.stdout)] == ["persona", "human"]

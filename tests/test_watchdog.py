@@ -76,6 +76,18 @@ def test_a_run_that_keeps_reporting_is_left_alone(tmp_path: Path) -> None:
     assert "watchdog" not in done.stderr
 
 
+def test_a_worker_slow_to_start_is_waited_for(tmp_path: Path) -> None:
+    """xdist starts the tests once every worker has collected them: until then (a second worker started late on a
+    loaded machine) the watchdog allows its start-up time, not the limit between reports."""
+    root = project(tmp_path, "def test_x():\n    pass\n")
+    slow = "\nimport os, time\n\ndef pytest_collection_finish(session):\n"
+    slow += "    if os.environ.get('PYTEST_XDIST_WORKER') == 'gw1':\n        time.sleep(6)\n"
+    (root / "conftest.py").write_text(CONFTEST + slow)
+    done = run(root, {"TIERMEM_TEST_WATCHDOG": "2"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "watchdog" not in done.stderr
+
+
 def test_a_limit_that_is_no_number_is_refused(tmp_path: Path) -> None:
     done = run(project(tmp_path, "def test_x():\n    pass\n"), {"TIERMEM_TEST_WATCHDOG": "ten"})
     assert done.returncode != 0

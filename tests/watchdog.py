@@ -4,8 +4,10 @@ pytest-timeout ends a test that runs too long inside its worker, but not a worke
 native code, and pytest-xdist can then wait for it forever: a worker killed by a segmentation fault in native code
 (LanceDB), with ``--dist loadfile``, left both workers idle and the controller waiting until CI's limit. Here the
 controller notes each test report; after ``TIERMEM_TEST_WATCHDOG`` seconds (default 600: twice pytest-timeout's
-limit) with none (at least 120 s before the first worker has collected its tests), it prints the tests still running and the last ones reported to stderr, kills
-its worker processes and exits with status 3. Only the xdist controller runs it (``-n 0`` runs have pytest-timeout).
+limit) with none (at least 120 s before the first test starts: xdist starts the tests once every worker has collected
+them, and a worker may start late on a loaded machine), it prints the tests still running and the last ones reported
+to stderr, kills its worker processes and exits with status 3. Only the xdist controller runs it (``-n 0`` runs have
+pytest-timeout).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 
 DEFAULT_SILENCE = 600.0
-BOOT = 120.0  # seconds allowed, at least, before the first worker has collected (starting workers on a loaded machine)
+BOOT = 120.0  # seconds allowed, at least, before the first test starts (every worker started and collected)
 EXIT_STATUS = 3
 
 
@@ -67,7 +69,8 @@ class Watchdog:
         self.recent: deque[str] = deque(maxlen=5)
         self.lock = threading.Lock()
         self.done = threading.Event()
-        self.booted = False
+        self.booted = False  # a worker has collected (``tests`` is known)
+        self.started = False  # a test has started: every worker has collected (xdist schedules only then)
         self.tests = 0  # collected (the first worker's count: with xdist every worker collects them all)
         self.finished = 0
 
@@ -80,6 +83,7 @@ class Watchdog:
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         with self.lock:
             self.heard = time.monotonic()
+            self.started = True
             self.running[nodeid] = self.heard
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -99,7 +103,7 @@ class Watchdog:
         with self.lock:
             if self.booted and self.finished >= self.tests:
                 return False  # every test has reported: what is left is the workers' own ending
-            limit = self.limit if self.booted else max(self.limit, BOOT)
+            limit = self.limit if self.started else max(self.limit, BOOT)
             return time.monotonic() - self.heard >= limit
 
     def watch(self) -> None:

@@ -7,6 +7,7 @@ does not know go to ``cli.main`` with its full parser.
 
 from __future__ import annotations
 
+import io
 import sys
 
 from ..base import gcpause
@@ -16,6 +17,7 @@ HOOK_OPTIONS = ("--data-dir", "--agent", "--config")
 
 def main(argv: list[str] | None = None) -> int:
     keep_notices_off_stdout()
+    notices_survive_stderr_reader_leaving()
     args = sys.argv[1:] if argv is None else argv
     quick = _hook_options(args)
     if quick is not None:
@@ -49,6 +51,48 @@ def keep_notices_off_stdout() -> None:
         os.close(fd)
         fd = 2
     sys.stderr = open(fd, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=fd != 2)  # noqa: SIM115
+
+
+class _Notices(io.TextIOWrapper):
+    """stderr that drops what it cannot write once its reader is gone (``BrokenPipeError``): fd 2 is pointed at the
+    null device then, so a notice (a print, a log record) does not fail the command or request it is printed in."""
+
+    def write(self, s: str) -> int:
+        try:
+            return super().write(s)
+        except BrokenPipeError:
+            self._reader_left()
+            return len(s)
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except BrokenPipeError:
+            self._reader_left()
+
+    def _reader_left(self) -> None:
+        import os
+
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, self.fileno())
+        finally:
+            os.close(fd)
+        super().flush()  # what the pipe refused goes to the null device
+
+
+def notices_survive_stderr_reader_leaving() -> None:
+    """With Python's own stderr (not a test's capture), make it a ``_Notices``: a warning printed after the reader of
+    stderr left (a host that closed its end) is dropped, as with stderr closed at start, and the command goes on."""
+    if sys.stderr is not sys.__stderr__ or sys.stderr is None or isinstance(sys.stderr, _Notices):
+        return
+    try:
+        fd = sys.stderr.fileno()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    binary = open(fd, "wb", closefd=False)  # noqa: SIM115
+    sys.stderr = _Notices(binary, encoding=sys.stderr.encoding, errors="backslashreplace", line_buffering=True)
 
 
 def _hook_options(args: list[str]) -> dict[str, str] | None:

@@ -91,11 +91,21 @@ class Lease:
     @contextmanager
     def kept(self, busy: Callable[[str], Exception]) -> Iterator[None]:
         """Hold the lease inside, for work that may outlast it: taken without waiting (``busy(holder_note)`` is
-        raised if another holds it) and renewed every third of ``seconds`` by a background thread, so a holder that
-        dies frees it ``seconds`` later at most. Given back on the way out."""
+        raised if another holds it) and renewed while held (``_renewed``), so a holder that dies frees it
+        ``seconds`` later at most. Given back on the way out."""
         etag = self.take()
         if etag is None:
             raise busy(self.holder_note())
+        with self._renewed(etag):
+            yield
+
+    @contextmanager
+    def _renewed(self, etag: str) -> Iterator[None]:
+        """Keep the lease taken as ``etag`` inside: a background thread renews it every third of ``seconds``
+        (``seconds`` from each renewal on), so however long the work inside runs (a LanceDB request under a bulk
+        command's deadlines lasts up to 120 s, longer than most leases), no other holder takes it meanwhile. Only a
+        holder that dies, or a store that answers no renewal for two thirds of ``seconds``, lets it run out (said
+        on stderr). Given back (or left to run out) on the way out, after the last renewal."""
         current, stop = [etag], threading.Event()
 
         def renew_until_stopped() -> None:
@@ -127,23 +137,23 @@ class Lease:
 
     @contextmanager
     def held(self) -> Iterator[bool]:
-        """True inside if this holder has the lease (given back on the way out), False if another has it or the
-        bucket could not be asked (the work is skipped: the next attempt asks again)."""
+        """True inside if this holder has the lease (renewed while held, given back on the way out), False if
+        another has it or the bucket could not be asked (the work is skipped: the next attempt asks again)."""
         try:
             etag = self.take()
         except StoreError as exc:
             log.warning("could not take the lease %s (skipping this time): %s", self.path, exc)
             etag = None
-        try:
-            yield etag is not None
-        finally:
-            if etag is not None:
-                self._give_back_or_let_expire(etag)
+        if etag is None:
+            yield False
+            return
+        with self._renewed(etag):
+            yield True
 
     @contextmanager
     def waiting(self, timeout: float, doing: str = "creating this store's tables") -> Iterator[None]:
-        """Hold the lease inside, waiting up to ``timeout`` seconds for it (given back on the way out); a
-        ``StoreError`` naming the lease if another holder keeps it longer."""
+        """Hold the lease inside (renewed while held: ``_renewed``), waiting up to ``timeout`` seconds for it
+        (given back on the way out); a ``StoreError`` naming the lease if another holder keeps it longer."""
         deadline, delay, told = time.monotonic() + timeout, 0.02, False
         while (etag := self.take()) is None:
             if not told:  # a wait of up to a lease's time (a holder that died) is said, not silent
@@ -164,10 +174,8 @@ class Lease:
                 )
             time.sleep(delay)
             delay = min(0.25, delay * 2)
-        try:
+        with self._renewed(etag):
             yield
-        finally:
-            self._give_back_or_let_expire(etag)
 
     def _give_back_or_let_expire(self, etag: str) -> None:
         try:

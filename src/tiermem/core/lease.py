@@ -7,6 +7,12 @@ The lease is one object, taken with a conditional PUT: created if absent (``If-N
 gets it. The holder gives it back by replacing it with an expired one (again conditional: a lease taken over
 after its time is never given back by the old holder). A holder that dies leaves it to expire (``seconds``).
 Clocks of replicas are compared: a skew shortens or lengthens a lease by as much.
+
+Every holder renews its lease while it holds it (``_renewed``: every third of ``seconds``, from a thread of its
+own), so the work inside may outlast ``seconds``: LanceDB's requests under a bulk command's deadlines last up to
+120 s (``base/object_deadlines.py``), longer than the store-creation lease, and an upkeep's compaction as long as
+the store is large. What keeps two holders apart is then that one renewal gets through in every two thirds of
+``seconds`` (each is one core-state request, bounded by the server's ~5 s deadlines), never how long LanceDB takes.
 """
 
 from __future__ import annotations
@@ -24,14 +30,14 @@ from .object_layout import ROOT, dumps, loads
 
 log = logging.getLogger(__name__)
 UPKEEP_LEASE = f"{ROOT}/leases/upkeep.json"
-LEASE_SECONDS = 600.0  # longer than an upkeep takes (a compaction and the index updates of every table)
+LEASE_SECONDS = 600.0  # renewed while held (as every lease here): how long a holder that died keeps it
 CREATE_LEASE = f"{ROOT}/leases/create.json"
-CREATE_SECONDS = 60.0  # longer than creating the tables of a new store takes (a few seconds on a slow store)
+CREATE_SECONDS = 60.0  # renewed while the tables of a new store are created; a holder that died keeps it this long
 AGENT_NAMES_LEASE = f"{ROOT}/leases/agent-names.json"  # held while an agent's name is checked and its object created
 AGENT_NAMES_SECONDS = 30.0  # longer than a listing of the agents and one PUT take
-WRITE_SECONDS = 120.0  # longer than the few commits of a write held under ``Connection.exclusive`` take
+WRITE_SECONDS = 120.0  # renewed while the commits of a write under ``Connection.exclusive`` run
 REEMBED_LEASE = f"{ROOT}/leases/reembed.json"  # held by a ``tiermem reembed`` from start to end (``kept``)
-REEMBED_SECONDS = 90.0  # renewed every third of it while the reembed runs; one that died frees it this long after
+REEMBED_SECONDS = 90.0  # renewed while the reembed runs; one that died frees it this long after
 
 
 LABELS_SECONDS = 30.0  # longer than reading an agent's blocks and a creation's or a rename's few PUTs take

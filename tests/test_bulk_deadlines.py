@@ -1,6 +1,7 @@
-"""The bulk commands' longer deadlines (``object_deadlines.for_bulk``): they reach LanceDB's store only, never the
-core state's client, whose requests run under leases of 30 s; and their whole-request ``timeout`` does not cut the
-longer ``read_timeout`` short (the client's own is 30 s). moto's S3 server on loopback behind a proxy."""
+"""The bulk commands' longer deadlines (``object_deadlines.for_bulk``): they reach LanceDB's store only (and a
+server's upkeep), never the core state's client (its requests and the leases' renewals keep a server's); and their
+whole-request ``timeout`` does not cut the longer ``read_timeout`` short (the client's own is 30 s). moto's S3 server
+on loopback behind a proxy."""
 
 from __future__ import annotations
 
@@ -96,3 +97,75 @@ def test_bulk_deadlines_keep_what_the_configuration_sets(monkeypatch: pytest.Mon
     assert for_bulk(uri, None) == {}
     assert int(BULK_TIMEOUT.removesuffix("s")) > int(BULK_READ_TIMEOUT.removesuffix("s"))  # it cuts nothing short
     assert DEFAULTS["read_timeout"] != BULK_READ_TIMEOUT
+
+
+def test_a_servers_background_upkeep_gives_lancedb_the_bulk_deadlines_and_its_requests_keep_theirs(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server's upkeep compacts (uploads whole data files) as `tiermem optimize` does: the 5 s ``read_timeout``
+    of the request path cut such uploads short on a slow link. Each table an upkeep optimizes is opened on a
+    connection with the bulk deadlines; the tables the server's calls use keep the server's."""
+    from tiermem.base.config import load_settings
+    from tiermem.base.object_deadlines import READ_TIMEOUT
+    from tiermem.store import connection as connection_module
+
+    opened: dict[int, dict[str, str]] = {}  # id(table) -> the storage options of the connection it was opened on
+    real = connection_module.lancedb
+
+    class Db:
+        def __init__(self, db: object, options: dict[str, str]) -> None:
+            self.db, self.options = db, options
+
+        def open_table(self, name: str) -> object:
+            table = self.db.open_table(name)  # type: ignore[attr-defined]
+            opened[id(table)] = self.options
+            return table
+
+        def create_table(self, *args: object, **kw: object) -> object:
+            table = self.db.create_table(*args, **kw)  # type: ignore[attr-defined]
+            opened[id(table)] = self.options
+            return table
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.db, name)
+
+    class Lance:
+        Session = real.Session
+
+        @staticmethod
+        def connect(uri: str, **kw: object) -> Db:
+            return Db(real.connect(uri, **kw), dict(kw.get("storage_options") or {}))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(connection_module, "lancedb", Lance)
+    uri = f"s3://{BUCKET}/upkeep-{uuid.uuid4().hex[:8]}"
+    endpoint = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region": "us-east-1"}
+    settings = load_settings(
+        uri=uri,
+        embedding_model="hashing",
+        storage_options={**endpoint, "allow_http": "true", "aws_endpoint": s3_endpoint},
+        data_dir=tmp_path / "d",
+    )
+    memory = open_memory(settings, start_embedder=False)  # a server's settings (no bulk command)
+    try:
+        memory.archival_insert(memory.ensure_agent("default").id, "a passage to compact", None)
+        store = memory.archive.store
+        optimized: list[dict[str, str]] = []
+        table_class = type(store.conn.tables["passages"])
+        optimize = table_class.optimize
+
+        def recorded(self: object, *args: object, **kw: object) -> object:
+            optimized.append(opened.get(id(self), {}))
+            return optimize(self, *args, **kw)
+
+        monkeypatch.setattr(table_class, "optimize", recorded)
+        report = store.indexes.optimize(background=True)
+        assert "passages" in report and report["passages"].startswith("ok"), report
+        assert optimized, "the upkeep optimized no table"
+        for options in optimized:
+            assert options.get("read_timeout") == BULK_READ_TIMEOUT and options.get("timeout") == BULK_TIMEOUT, options
+        for table in store.conn.tables.values():  # the request path: a server's deadlines
+            assert opened[id(table)].get("read_timeout") == READ_TIMEOUT and "timeout" not in opened[id(table)]
+    finally:
+        memory.core.close()

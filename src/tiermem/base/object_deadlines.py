@@ -15,10 +15,13 @@ one client serves a connection's reads and writes, so the commands that upload m
 (``BULK_COMMANDS``: import, reembed, optimize, folders) give LanceDB ``BULK_READ_TIMEOUT`` instead, and
 ``BULK_TIMEOUT`` as the whole request's ``timeout`` (the client's own is 30 s, which would cut the longer
 ``read_timeout`` short) (``for_bulk``): a 5 MB part then needs ~0.7 Mbit/s, and a hung store holds such a command for
-minutes, not seconds. Only LanceDB's store takes them (``Settings.lance_storage_options``): the core state's requests
-run under leases of 30 s (``core/lease.py``) and keep a server's deadlines. A slower link, or a store that is slow to
-answer, raises them (``read_timeout`` and ``timeout``) under ``[storage_options]``; a setting given there, or as the
-environment variable of the same name in capitals (which LanceDB reads too), is never replaced.
+minutes, not seconds. A server's background upkeep compacts on tables opened with them too
+(``Connection.upkeep_tables``), its calls' tables keeping the server's. Only LanceDB's store takes them
+(``Settings.lance_storage_options``): the core state's requests (and the renewals of leases) keep a server's
+deadlines. LanceDB work under a lease (a store's creation, a write under ``Connection.exclusive``, an upkeep) may
+outlast the lease's seconds: every lease is renewed while held (``core/lease.py``). A slower link, or a store that is
+slow to answer, raises them (``read_timeout`` and ``timeout``) under ``[storage_options]``; a setting given there, or
+as the environment variable of the same name in capitals (which LanceDB reads too), is never replaced.
 """
 
 from __future__ import annotations

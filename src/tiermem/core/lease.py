@@ -7,6 +7,12 @@ The lease is one object, taken with a conditional PUT: created if absent (``If-N
 gets it. The holder gives it back by replacing it with an expired one (again conditional: a lease taken over
 after its time is never given back by the old holder). A holder that dies leaves it to expire (``seconds``).
 Clocks of replicas are compared: a skew shortens or lengthens a lease by as much.
+
+Every holder renews its lease while it holds it (``_renewed``: every third of ``seconds``, from a thread of its
+own), so the work inside may outlast ``seconds``: LanceDB's requests under a bulk command's deadlines last up to
+120 s (``base/object_deadlines.py``), longer than the store-creation lease, and an upkeep's compaction as long as
+the store is large. What keeps two holders apart is then that one renewal gets through in every two thirds of
+``seconds`` (each is one core-state request, bounded by the server's ~5 s deadlines), never how long LanceDB takes.
 """
 
 from __future__ import annotations
@@ -24,14 +30,14 @@ from .object_layout import ROOT, dumps, loads
 
 log = logging.getLogger(__name__)
 UPKEEP_LEASE = f"{ROOT}/leases/upkeep.json"
-LEASE_SECONDS = 600.0  # longer than an upkeep takes (a compaction and the index updates of every table)
+LEASE_SECONDS = 600.0  # renewed while held (as every lease here): how long a holder that died keeps it
 CREATE_LEASE = f"{ROOT}/leases/create.json"
-CREATE_SECONDS = 60.0  # longer than creating the tables of a new store takes (a few seconds on a slow store)
+CREATE_SECONDS = 60.0  # renewed while the tables of a new store are created; a holder that died keeps it this long
 AGENT_NAMES_LEASE = f"{ROOT}/leases/agent-names.json"  # held while an agent's name is checked and its object created
 AGENT_NAMES_SECONDS = 30.0  # longer than a listing of the agents and one PUT take
-WRITE_SECONDS = 120.0  # longer than the few commits of a write held under ``Connection.exclusive`` take
+WRITE_SECONDS = 120.0  # renewed while the commits of a write under ``Connection.exclusive`` run
 REEMBED_LEASE = f"{ROOT}/leases/reembed.json"  # held by a ``tiermem reembed`` from start to end (``kept``)
-REEMBED_SECONDS = 90.0  # renewed every third of it while the reembed runs; one that died frees it this long after
+REEMBED_SECONDS = 90.0  # renewed while the reembed runs; one that died frees it this long after
 
 
 LABELS_SECONDS = 30.0  # longer than reading an agent's blocks and a creation's or a rename's few PUTs take
@@ -91,11 +97,21 @@ class Lease:
     @contextmanager
     def kept(self, busy: Callable[[str], Exception]) -> Iterator[None]:
         """Hold the lease inside, for work that may outlast it: taken without waiting (``busy(holder_note)`` is
-        raised if another holds it) and renewed every third of ``seconds`` by a background thread, so a holder that
-        dies frees it ``seconds`` later at most. Given back on the way out."""
+        raised if another holds it) and renewed while held (``_renewed``), so a holder that dies frees it
+        ``seconds`` later at most. Given back on the way out."""
         etag = self.take()
         if etag is None:
             raise busy(self.holder_note())
+        with self._renewed(etag):
+            yield
+
+    @contextmanager
+    def _renewed(self, etag: str) -> Iterator[None]:
+        """Keep the lease taken as ``etag`` inside: a background thread renews it every third of ``seconds``
+        (``seconds`` from each renewal on), so however long the work inside runs (a LanceDB request under a bulk
+        command's deadlines lasts up to 120 s, longer than most leases), no other holder takes it meanwhile. Only a
+        holder that dies, or a store that answers no renewal for two thirds of ``seconds``, lets it run out (said
+        on stderr). Given back (or left to run out) on the way out, after the last renewal."""
         current, stop = [etag], threading.Event()
 
         def renew_until_stopped() -> None:
@@ -127,23 +143,23 @@ class Lease:
 
     @contextmanager
     def held(self) -> Iterator[bool]:
-        """True inside if this holder has the lease (given back on the way out), False if another has it or the
-        bucket could not be asked (the work is skipped: the next attempt asks again)."""
+        """True inside if this holder has the lease (renewed while held, given back on the way out), False if
+        another has it or the bucket could not be asked (the work is skipped: the next attempt asks again)."""
         try:
             etag = self.take()
         except StoreError as exc:
             log.warning("could not take the lease %s (skipping this time): %s", self.path, exc)
             etag = None
-        try:
-            yield etag is not None
-        finally:
-            if etag is not None:
-                self._give_back_or_let_expire(etag)
+        if etag is None:
+            yield False
+            return
+        with self._renewed(etag):
+            yield True
 
     @contextmanager
     def waiting(self, timeout: float, doing: str = "creating this store's tables") -> Iterator[None]:
-        """Hold the lease inside, waiting up to ``timeout`` seconds for it (given back on the way out); a
-        ``StoreError`` naming the lease if another holder keeps it longer."""
+        """Hold the lease inside (renewed while held: ``_renewed``), waiting up to ``timeout`` seconds for it
+        (given back on the way out); a ``StoreError`` naming the lease if another holder keeps it longer."""
         deadline, delay, told = time.monotonic() + timeout, 0.02, False
         while (etag := self.take()) is None:
             if not told:  # a wait of up to a lease's time (a holder that died) is said, not silent
@@ -164,10 +180,8 @@ class Lease:
                 )
             time.sleep(delay)
             delay = min(0.25, delay * 2)
-        try:
+        with self._renewed(etag):
             yield
-        finally:
-            self._give_back_or_let_expire(etag)
 
     def _give_back_or_let_expire(self, etag: str) -> None:
         try:

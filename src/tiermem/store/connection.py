@@ -25,7 +25,7 @@ from typing import Any, TypedDict, Unpack
 
 from ..base.errors import SchemaError, StoreBusyError, StoreError
 from ..base.files import locked, locked_unless_held
-from ..base.object_deadlines import with_deadlines
+from ..base.object_deadlines import for_bulk, with_deadlines
 from ..base.object_errors import DOCS, FAILURES, explain, is_object_uri, store_code
 from ..base.records import new_id, now
 from .boundary import first_line, is_conflict, library, reads, writes
@@ -409,6 +409,19 @@ class Connection:
             self.since_renewal = 0
             self.renewals += 1
         log.debug("renewed the LanceDB session (%d tables reopened)", len(tables))
+
+    def upkeep_tables(self, names: Sequence[str]) -> dict[str, Any]:
+        """The tables ``names`` an upkeep compacts, on object storage opened anew on a connection of their own with a bulk
+        command's deadlines (``object_deadlines.for_bulk``: a compaction uploads whole data files, which the
+        request path's 5 s ``read_timeout`` cuts short on a slow link); the request path's tables keep theirs. Its
+        session (caches as bounded as the request path's) is freed with the tables once the upkeep drops them.
+        Elsewhere (no requests): the connection's own tables."""
+        if not self.remote:
+            return {name: self.tables[name] for name in names}
+        options, metadata_cache, index_cache, staleness = self._settings
+        with library(self.uri, "the tables (opening them for the upkeep)"):
+            db, _ = connect(self.uri, for_bulk(self.uri, options), metadata_cache, index_cache, staleness)
+            return {name: db.open_table(name) for name in names}
 
     def cache_bytes(self) -> int:
         """What LanceDB's caches of the current session hold (its metadata and index caches), in bytes."""

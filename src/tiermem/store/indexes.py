@@ -336,15 +336,23 @@ class Indexes:
             self._settling = decided > 0  # more may be left: the next background run looks again
             if decided:
                 report["plumbing"] = f"{decided} message(s) an older tiermem wrote decided"
+        due: list[str] = []
         for name, t in self.conn.tables.items():
-            started = time.perf_counter()
             try:
                 version = int(t.version)
             except LIBRARY_ERRORS as exc:
                 report[name] = f"retry later: {exc}"
                 continue
-            if changed_only and self._optimized.get(name) == version:
-                continue
+            if not (changed_only and self._optimized.get(name) == version):
+                due.append(name)
+        try:  # opened with a bulk command's deadlines on object storage (a compaction uploads whole files)
+            tables = self.conn.upkeep_tables(due) if due else {}
+        except StoreError as exc:  # not opened: the next upkeep tries again
+            tables = {}
+            report.update({name: f"retry later: {exc}" for name in due})
+            log.warning("could not open the tables for their upkeep: %s", exc)
+        for name, t in tables.items():
+            started = time.perf_counter()
             for attempt in range(OPTIMIZE_TRIES):
                 try:
                     t.optimize(cleanup_older_than=self.conn.version_retention)

@@ -276,3 +276,31 @@ def test_a_recontext_under_way_does_not_mark_the_store_an_upkeep_unmarked(
     monkeypatch.setattr(mem.archive.rows, "turns", turns)
     keyword_context.recontext(mem.archive)  # the next run looks at every row, and marks the store
     assert mem.archive.rows.keyword_contexts_settled()
+
+
+def test_a_background_round_that_failed_is_tried_again_by_the_next_upkeep(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background upkeep whose round of deciding failed (a store error: a lease not had, a commit lost) leaves the
+    rows undecided, and the next upkeep tries again, though no commit changed messages since (the first upkeep
+    compacted them: only a change would make it count the undecided rows again otherwise)."""
+    from tiermem.base.errors import StoreBusyError
+
+    mem = open_memory(settings)
+    agent = mem.ensure_agent("default")
+    store = mem.archive.store
+    rows = [{**r, "agent_id": agent.id} for r in _v2_rows()]
+    store.conn.tables["messages"].add(pa.Table.from_pylist(rows, schema=_v2_schema("messages")))
+    settle = store.rows.settle_plumbing
+
+    def busy(limit: int | None = None) -> int:
+        raise StoreBusyError("the messages table is busy")
+
+    monkeypatch.setattr(store.rows, "settle_plumbing", busy)
+    assert store.indexes.optimize_in_background()["plumbing"] == "retry later: the messages table is busy"
+    monkeypatch.setattr(store.rows, "settle_plumbing", settle)
+    assert (
+        store.indexes.optimize_in_background()["plumbing"] == f"{len(TURNS)} message(s) an older tiermem wrote decided"
+    )
+    assert not store.rows.count("messages", Filter(undecided=True))
+    _check_found(mem, agent.id)

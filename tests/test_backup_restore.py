@@ -526,3 +526,25 @@ def test_a_use_record_of_a_memory_the_backup_lacks_is_refused(memory: Memory, tm
         with pytest.raises(ValidationError, match=error):
             restore(memory, damaged)
     assert stored(memory) == before and memory.uses.by_agent() == []
+
+
+@pytest.mark.parametrize("stored_as", [str, lambda us: us + 0.25])
+def test_a_block_restored_with_its_times_not_whole_numbers_can_be_edited(tmp_path: Path, stored_as: Any) -> None:
+    """A backup's block row whose version time is text or holds a fraction of a microsecond (a backup written by
+    hand, or by another tool) is read as the whole microsecond; an edit's compare-and-set on it (its version's number
+    and commit time) takes it as read, so the block does not stay unwritable ("being edited by other writers")."""
+    src = old_machine(tmp_path)
+    lines = export(src, tmp_path / "backup.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    changed = []
+    for line in lines:
+        record = json.loads(line)
+        if record["type"] == "blocks":
+            record["row"]["updated_us"] = stored_as(record["row"]["updated_us"])
+        changed.append(json.dumps(record) + "\n")
+    (tmp_path / "changed.jsonl").write_text("".join(changed), encoding="utf-8")
+    memory = fresh(tmp_path, "new")
+    restore(memory, tmp_path / "changed.jsonl")
+    agent = memory.get_agent("default").id
+    edited = memory.edit(agent, "human", Rethink("Name: Grace Hopper"))
+    assert memory.block(agent, "human").value == edited.value == "Name: Grace Hopper"
+    assert [v.version for v in memory.history(agent, "human")][:1] == [edited.version]

@@ -276,3 +276,65 @@ def test_a_recontext_under_way_does_not_mark_the_store_an_upkeep_unmarked(
     monkeypatch.setattr(mem.archive.rows, "turns", turns)
     keyword_context.recontext(mem.archive)  # the next run looks at every row, and marks the store
     assert mem.archive.rows.keyword_contexts_settled()
+
+
+def test_a_background_round_that_failed_is_tried_again_by_the_next_upkeep(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background upkeep whose round of deciding failed (a store error: a lease not had, a commit lost) leaves the
+    rows undecided, and the next upkeep tries again, though no commit changed messages since (the first upkeep
+    compacted them: only a change would make it count the undecided rows again otherwise)."""
+    from tiermem.base.errors import StoreBusyError
+
+    mem = open_memory(settings)
+    agent = mem.ensure_agent("default")
+    store = mem.archive.store
+    rows = [{**r, "agent_id": agent.id} for r in _v2_rows()]
+    store.conn.tables["messages"].add(pa.Table.from_pylist(rows, schema=_v2_schema("messages")))
+    settle = store.rows.settle_plumbing
+
+    def busy(limit: int | None = None) -> int:
+        raise StoreBusyError("the messages table is busy")
+
+    monkeypatch.setattr(store.rows, "settle_plumbing", busy)
+    assert store.indexes.optimize_in_background()["plumbing"] == "retry later: the messages table is busy"
+    monkeypatch.setattr(store.rows, "settle_plumbing", settle)
+    assert (
+        store.indexes.optimize_in_background()["plumbing"] == f"{len(TURNS)} message(s) an older tiermem wrote decided"
+    )
+    assert not store.rows.count("messages", Filter(undecided=True))
+    _check_found(mem, agent.id)
+
+
+def test_optimize_unmarks_the_store_under_the_keyword_texts_lock(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tiermem optimize`` deciding rows an older tiermem wrote unmarks the store under the lock a ``recontext``
+    compares and marks it under (``keyword_context_unmarked``), as a server's upkeep does: another ``optimize``'s
+    ``recontext`` cannot mark the store between this one's change of that key and its unmarking."""
+    import fcntl
+
+    from tiermem.store import TEXTS_LOCK
+
+    mem = open_memory(settings)
+    agent = mem.ensure_agent("default")
+    conn = mem.archive.store.conn
+    rows = [{**r, "agent_id": agent.id} for r in _v2_rows()]
+    conn.tables["messages"].add(pa.Table.from_pylist(rows, schema=_v2_schema("messages")))
+    real, held = conn.unsettle_keyword_contexts, []
+
+    def unsettle() -> None:
+        with open(conn._local(f".tiermem-{TEXTS_LOCK}.lock"), "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(True)
+            else:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                held.append(False)
+        real()
+
+    monkeypatch.setattr(conn, "unsettle_keyword_contexts", unsettle)
+    maintenance.optimize(mem)
+    assert held and all(held), held
+    assert mem.archive.rows.keyword_contexts_settled()  # its own recontext marked it again

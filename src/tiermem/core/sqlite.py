@@ -408,8 +408,11 @@ class SqliteCore:
         sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
         args = [row[c] for c in _COLUMNS["blocks"] if c != "id"]
         with self._tx() as conn:
-            cur = conn.execute(  # the version by its number and commit time: a block made again under its id is another
-                f"UPDATE blocks SET {sets} WHERE id = ? AND version = ? AND updated_us = ?",
+            # the version by its number and commit time (a block made again under its id is another), each as a row is
+            # read (``block_from_row``: ``int``): a restored backup may hold them as text or a fraction of a microsecond
+            cur = conn.execute(
+                f"UPDATE blocks SET {sets} WHERE id = ? AND CAST(version AS INTEGER) = ?"
+                " AND CAST(updated_us AS INTEGER) = ?",
                 (*args, block.id, previous.version, to_us(previous.updated_at)),
             )
             if cur.rowcount != 1:

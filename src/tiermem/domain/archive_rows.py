@@ -328,8 +328,10 @@ class AgentRows:
     def unsettle_keyword_contexts(self) -> None:
         """Unmark the store (``KEYWORD_CONTEXT``): rows an older tiermem wrote since it was marked may hold a tool's
         result in their keyword text (``Rows.settle_plumbing`` found some), so ``recontext`` runs again (and one
-        under way does not mark it: ``unmarked``)."""
-        self.store.conn.unsettle_keyword_contexts()
+        under way does not mark it: ``unmarked``, which it compares and marks under ``rewriting_texts``, held here too,
+        as a server's upkeep holds it: ``Rows.settle_plumbing_round``)."""
+        with self.rewriting_texts():
+            self.store.conn.unsettle_keyword_contexts()
 
     def unmarked(self) -> str:
         """What the store holds of when it was last unmarked (``KEYWORD_CONTEXT_UNMARKED``): ``recontext`` reads it

@@ -329,11 +329,11 @@ class Indexes:
         if changed_only and (self._settling or self._messages_changed()):
             try:
                 decided = self.rows.settle_plumbing_round()
-            except StoreError as exc:  # left undecided: the next upkeep tries again
-                decided = 0
+                self._settling = decided > 0  # more may be left: the next background run looks again
+            except StoreError as exc:  # left undecided: the next upkeep tries again, messages changed or not
+                decided, self._settling = 0, True
                 report["plumbing"] = f"retry later: {exc}"
                 log.warning("could not decide the plumbing of messages an older tiermem wrote: %s", exc)
-            self._settling = decided > 0  # more may be left: the next background run looks again
             if decided:
                 report["plumbing"] = f"{decided} message(s) an older tiermem wrote decided"
         due: list[str] = []

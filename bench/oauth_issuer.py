@@ -42,7 +42,9 @@ class Issuer:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
-    def mint(self, audience: str, subject: str = "bench", seconds: int = 3600) -> str:
+    def mint(
+        self, audience: str, subject: str = "bench", seconds: int = 3600, scope: str = "memory:read memory:write"
+    ) -> str:
         now = int(time.time())
         claims = {
             "iss": self.url,
@@ -50,7 +52,7 @@ class Issuer:
             "aud": audience,
             "iat": now,
             "exp": now + seconds,
-            "scope": "memory:read memory:write",
+            "scope": scope,
         }
         return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": KID, "typ": "at+jwt"})
 

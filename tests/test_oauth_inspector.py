@@ -171,6 +171,33 @@ def test_a_user_learns_no_folder_name_that_is_not_theirs(served: Served) -> None
         assert "ship in June" not in answer and "loose" not in answer, answer
 
 
+def test_renaming_a_folder_needs_the_write_scope_and_a_token_for_every_agent(served: Served) -> None:
+    """A read-only user (scope ``memory:read``) gets 403 insufficient_scope before the app; a signed-in user, even a
+    member of the folder's shared agent, is refused (folder names are the store's); the static token for every agent
+    renames it. Each refusal leaves the folder as it was."""
+    reader = {
+        "authorization": f"Bearer {served.issuer.mint(f'{served.base}/mcp', subject='alice', scope='memory:read')}"
+    }
+    alice = served.auth("alice")
+
+    def names() -> list[str]:
+        return sorted(f["name"] for f in served.ui("GET", "folders", ADMIN).json()["folders"])
+
+    before = names()
+    assert "team-docs" in before
+    refused = served.ui("POST", "folders/rename", reader, json={"folder": "team-docs", "name": "renamed"})
+    assert refused.status_code == 403 and "insufficient_scope" in refused.text, refused.text
+    assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+    refused = served.ui("POST", "folders/rename", alice, json={"folder": "team-docs", "name": "renamed"})
+    assert refused.status_code == 403 and 'agents = ["*"]' in refused.json()["error"], refused.text
+    assert names() == before
+    done = served.ui("POST", "folders/rename", ADMIN, json={"folder": "team-docs", "name": "team-handbook"})
+    assert done.status_code == 200 and done.json()["renamed"] is True, done.text
+    assert "team-handbook" in names() and "team-docs" not in names()
+    back = served.ui("POST", "folders/rename", ADMIN, json={"folder": "team-handbook", "name": "team-docs"})
+    assert back.status_code == 200 and names() == before  # (the module's other tests use the name)
+
+
 def test_deleting_an_agent_needs_a_token_for_every_agent(served: Served) -> None:
     carol, alice = served.auth("carol"), served.auth("alice")
     tool_text(Session(served, "alice", "crew").tool("core_memory_append", {"label": "human", "content": "CREW-1"}))

@@ -7,7 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 # Imported first: it skips this module, with the reason, where the browser or Selenium is missing.
-from .test_ui_browser import ARTIFACTS, By, Site, browser, by_id, click, site, until  # noqa: F401  (fixtures)
+from .test_ui_browser import (  # noqa: F401  (fixtures)
+    ADMIN,
+    ARTIFACTS,
+    WORK,
+    By,
+    Site,
+    alert_text,
+    browser,
+    by_id,
+    click,
+    site,
+    until,
+)
 
 
 def test_folders_view_shows_a_files_status_and_the_agents_window(site: Site, browser: Any) -> None:  # noqa: F811
@@ -32,3 +44,35 @@ def test_folders_view_shows_a_files_status_and_the_agents_window(site: Site, bro
     until(browser, lambda d: "closed for work" in by_id(d, "file-window").text)
     assert by_id(browser, "file-name").text == "handbook/guide.md"
     browser.save_screenshot(str(ARTIFACTS / "folders.png"))
+
+
+def test_rename_a_folder_in_the_browser(site: Site, browser: Any) -> None:  # noqa: F811
+    """The folder view's rename form: a token for one agent is refused with the reason, a name another folder has is
+    refused with the CLI's text, and a token for every agent renames it; a refusal changes nothing."""
+    memory = site.memory
+    folder = memory.files.create_folder("manual", description="to rename")
+    memory.files.attach(site.agent_id, "manual")
+    memory.files.create_folder("taken")
+
+    def rename(new: str) -> None:
+        click(browser, "#f-reload")
+        click(browser, f'#folders tr[data-folder="{folder.id}"]')
+        until(browser, lambda d: by_id(d, "folder-name").text in ("manual", "guide"))
+        by_id(browser, "folder-new-name").clear()
+        by_id(browser, "folder-new-name").send_keys(new)
+        click(browser, "#folder-rename")
+
+    rename("guide")
+    until(browser, lambda d: 'agents = ["*"]' in alert_text(d))  # this token covers "work" only
+    assert memory.files.folder(folder.id).name == "manual"
+    browser.get(site.url.replace(WORK, ADMIN))
+    until(browser, lambda d: "private" in [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")])
+    rename("taken")
+    until(browser, lambda d: "taken" in alert_text(d) and "Renamed" not in alert_text(d))
+    assert memory.files.folder(folder.id).name == "manual"
+    rename("guide")
+    until(browser, lambda d: "Renamed folder manual to guide." in alert_text(d))
+    until(browser, lambda d: by_id(d, "folder-name").text == "guide")
+    assert memory.files.folder(folder.id).name == "guide"
+    browser.get(site.url)  # back to the token for "work"
+    until(browser, lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")] == ["work"])

@@ -39,6 +39,9 @@ class Site:
     def get(self, path: str, token: str = ADMIN, **params: str) -> Any:
         return self.client.get(f"/ui/api/{path}", params=params, headers={"authorization": f"Bearer {token}"})
 
+    def post(self, path: str, body: Any, token: str = ADMIN) -> Any:
+        return self.client.post(f"/ui/api/{path}", json=body, headers={"authorization": f"Bearer {token}"})
+
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
@@ -237,3 +240,62 @@ def test_a_large_open_windows_length_is_its_whole_length_not_the_rows_cut(site: 
     site.memory.files.set_limits(site.work, None, 1_000_000)
     view = site.get("folders/file", agent="work", folder="docs", file="big.txt").json()["view"]
     assert len(view["visible"]) == view["window_chars"] and "[TRUNCATED]" not in view["visible"]
+
+
+def _stored(memory: Memory) -> list[tuple[str, str, str]]:
+    """Every folder as stored (id, name, its updated time) and what the agents see of their files."""
+    return [(f.id, f.name, f.updated_at.isoformat()) for f in memory.files.folders()]
+
+
+def test_a_folder_is_renamed_with_the_clis_checks_and_texts(site: Site) -> None:
+    """``folders/rename``: the agent attached sees the files under the new name; each refusal is the domain's text
+    (what `tiermem folders rename` prints) with a 400, and changes nothing."""
+    memory = site.memory
+    docs, secrets = memory.files.folder("docs"), memory.files.folder("secrets")
+    before = _stored(memory)
+    refusals = {
+        "secrets": "secrets",  # a name another folder has
+        secrets.id: secrets.id,  # another folder's id
+        "a/b": "a/b",  # a path, not a name
+        "x" * 101: "x" * 101,  # over 100 characters
+    }
+    for new in refusals:
+        with pytest.raises(ValidationError) as cli:  # what the CLI's rename calls, and prints
+            memory.files.update_folder(docs.id, new_name=new)
+        refused = site.post("folders/rename", {"folder": docs.id, "name": new})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"] == str(cli.value)
+        assert _stored(memory) == before
+    for body, text in (
+        ({"folder": docs.id, "name": ""}, "Type the folder's new name"),
+        ({"folder": docs.id}, "Type the folder's new name"),
+        ({"name": "manuals"}, "Name the folder to rename"),
+    ):
+        refused = site.post("folders/rename", body)
+        assert refused.status_code == 400 and text in refused.json()["error"], refused.text
+    assert site.post("folders/rename", {"folder": "nope", "name": "manuals"}).status_code == 404
+    assert _stored(memory) == before
+    assert site.memory.files.attached_text(site.work, "docs/intro.md")
+
+    same = site.post("folders/rename", {"folder": "docs", "name": "docs"})
+    assert same.status_code == 200 and same.json()["renamed"] is False and _stored(memory) == before
+
+    done = site.post("folders/rename", {"folder": docs.id, "name": "manuals"})
+    assert done.status_code == 200, done.text
+    assert done.json() == {"id": docs.id, "name": "manuals", "old_name": "docs", "renamed": True}
+    assert memory.files.folder(docs.id).name == "manuals"
+    assert [f["name"] for f in site.get("folders").json()["folders"]] == ["manuals", "secrets"]
+    assert "quick brown fox" in memory.files.attached_text(site.work, "manuals/intro.md")
+
+
+def test_a_token_for_some_agents_may_not_rename_a_folder(site: Site) -> None:
+    """Folder names are one namespace for the store: a token for some agents is refused (403), even for a folder of
+    its own agent, so no refusal tells it which names other users' folders hold; nothing changes."""
+    before = _stored(site.memory)
+    for folder, new in (("docs", "manuals"), ("docs", "secrets"), ("secrets", "mine")):
+        refused = site.post("folders/rename", {"folder": folder, "name": new}, token=WORK)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"].startswith("Renaming a folder needs a token with agents")
+    assert _stored(site.memory) == before
+    plain = site.client.post("/ui/api/folders/rename", json={"folder": "docs", "name": "manuals"})
+    assert plain.status_code == 401 and _stored(site.memory) == before  # no token: refused before the app

@@ -338,10 +338,15 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
 
 
 def _embed(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:
-    """Embed the chunks stored without vectors (a large batch), as other short-lived commands do."""
+    """Embed the chunks stored without vectors (a large batch), as other short-lived commands do; a long one says
+    how far it is on stderr (``BackfillLines``: rows done of the total, the rate, the time left)."""
     if not args.embed:
         return
-    embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)
+    from ..interop.progress import BackfillLines
+
+    embedded = memory.archive.vectors.catch_up(
+        settings.embedding_wait_seconds, announced_only=True, progress=BackfillLines(every=PROGRESS_SECONDS)
+    )
     if embedded:
         print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr, flush=True)
 

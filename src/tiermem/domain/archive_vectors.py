@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -144,11 +145,14 @@ class Vectors:
         except Exception as exc:  # never fail the exit; the rows stay marked for the next process
             log.warning("rows stored without vectors stay unembedded at exit: %s", exc)
 
-    def catch_up(self, timeout: float | None, *, announced_only: bool = False) -> int:
+    def catch_up(
+        self, timeout: float | None, *, announced_only: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> int:
         """Wait up to ``timeout`` s for the model, then embed every row stored without a vector (any process's).
 
         For short-lived commands that have the model anyway. Looks at the tables themselves, so it also finds
         rows a crash left unannounced, unless ``announced_only`` (then nothing is read unless a mark exists).
+        ``progress`` hears ``(rows embedded, rows to embed)`` after each batch (``backfill_now``).
         Returns the rows embedded (0 if the model is unavailable; the reason is logged).
         """
         if announced_only and not any(self.store.rows.unembedded_marks(t) for t in SEARCHABLE):
@@ -157,20 +161,42 @@ class Vectors:
             with self.embedding():  # `tiermem doctor` sees the rows are being embedded
                 if not self.embedder.wait(timeout):
                     return 0
-                return self.backfill_now()
+                return self.backfill_now(progress=progress)
         except EmbeddingError as exc:
             log.error("rows without vectors stay unembedded: %s", exc)
             return 0
 
-    def backfill_now(self, batch: int = 128) -> int:
-        """Embed every row stored without a vector; returns how many (the model must be loaded)."""
+    def backfill_now(self, batch: int = 128, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every row stored without a vector; returns how many (the model must be loaded). ``progress`` hears
+        ``(rows embedded, rows to embed)`` after each batch: the total is counted first (the rows without a vector of
+        each table), and grows when another process stores more meanwhile."""
         done = 0
+        todo = self.missing() if progress is not None else {}
+        total = sum(todo.values())
         for table in SEARCHABLE:
-            done += self.embed_missing(table, None, limit=None, batch=batch)
+
+            def told(n: int) -> None:
+                nonlocal total
+                assert progress is not None
+                total = max(total, done + n)
+                progress(done + n, total)
+
+            done += self.embed_missing(
+                table, None, limit=None, batch=batch, progress=told if progress is not None else None
+            )
         return done
 
-    def embed_missing(self, table: str, where: Filter | None, *, limit: int | None, batch: int = 128) -> int:
+    def embed_missing(
+        self,
+        table: str,
+        where: Filter | None,
+        *,
+        limit: int | None,
+        batch: int = 128,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Embed rows of ``table`` (matching ``where``) stored without vectors, up to ``limit``; clears the marks when none are left.
+        ``progress`` hears the rows embedded so far after each batch.
 
         Batches are taken one at a time under a lock, so a search never waits for more than the batch a
         background backfill is writing, and no row is embedded twice by this process.
@@ -189,6 +215,8 @@ class Vectors:
                     table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)}
                 )
             done += len(rows)
+            if progress is not None:
+                progress(done)
         if where is None and (limit is None or done < limit):
             self.store.rows.settle_unembedded(table)
         return done

@@ -1,5 +1,7 @@
 """Progress on stderr (stdout stays clean for output): a line redrawn in place while stderr is a terminal
-(``Progress``: files done), and lines that say how far a long upload's embedding is (``ChunkLines``)."""
+(``Progress``: files done), and lines that say how far a long upload's embedding is (``ChunkLines``: each file's
+chunks; ``BackfillLines``: the rows stored without vectors and embedded afterwards, with the rate and the time
+left)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,57 @@ class ChunkLines:
             back = "\r\x1b[K" if self._stream.isatty() else ""  # over a progress bar drawn in place
             self._stream.write(f"{back}{self.label} {one_line(name)}: {done:,} of {total:,} chunks\n")
             self._stream.flush()
+
+
+class BackfillLines:
+    """How far embedding the rows stored without vectors is (``Vectors.backfill_now``'s ``progress``: rows embedded,
+    rows to embed), as lines on stderr, a terminal or not, with the rate so far and an estimate of the time left:
+    none in the first ``every`` seconds, then at most one every ``every`` seconds, and the last one once a line was
+    shown."""
+
+    def __init__(
+        self,
+        label: str = "tiermem: embedding stored rows",
+        stream: TextIO | None = None,
+        every: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.label = label
+        self._stream = stream or sys.stderr
+        self._every = every
+        self._clock = clock
+        self._start = clock()
+        self._next = self._start + every
+        self._shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self._clock()
+        if now < self._next and not (done >= total and self._shown):
+            return
+        self._next = now + self._every
+        self._shown = True
+        line = f"{self.label}: {done:,} of {total:,}"
+        if total:
+            line += f" ({100 * done // total}%)"
+        elapsed = now - self._start
+        if elapsed > 0 and done > 0:
+            rate = done / elapsed
+            line += f", {rate:,.1f} rows/s"
+            if done < total:
+                line += f", about {duration((total - done) / rate)} left"
+            else:
+                line += f", done in {duration(elapsed)}"
+        back = "\r\x1b[K" if self._stream.isatty() else ""
+        self._stream.write(f"{back}{line}\n")
+        self._stream.flush()
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``1 h 16 min``: rounded up to what the reader plans with."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    minutes = -(-s // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"

@@ -513,6 +513,29 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
     }
 
 
+def rename_folder(memory: Memory, folder: Any, new_name: Any, agents: Collection[str] | None = None) -> JSON:
+    """Give a folder a new name, as ``tiermem folders rename`` does: the checks are the domain's
+    (``Filesystem.update_folder``: a name with ``/`` or over 100 characters, a name another folder has, another
+    folder's id), the same texts, and a refused rename changes nothing. Folder names are one namespace for the whole
+    store, so only a token with ``agents = ["*"]`` may (a refusal would otherwise tell a token for some agents which
+    names other users' folders hold)."""
+    check_every_agent(
+        agents,
+        "Renaming a folder",
+        'Renaming a folder needs a token with agents = ["*"] (folder names are shared by every agent); this token may '
+        "only use its agents. Nothing was renamed.",
+    )
+    if not isinstance(folder, str) or not folder:
+        raise ValidationError("Name the folder to rename (folder: its id or name); nothing was renamed.")
+    if not isinstance(new_name, str) or not new_name:
+        raise ValidationError("Type the folder's new name (a file name without '/'); nothing was renamed.")
+    found = visible_folder(memory, agents, folder)
+    if new_name == found.name:
+        return {"id": found.id, "name": found.name, "old_name": found.name, "renamed": False}
+    renamed = memory.files.update_folder(found.id, new_name=new_name)
+    return {"id": renamed.id, "name": renamed.name, "old_name": found.name, "renamed": True}
+
+
 def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collection[str] | None = None) -> JSON:
     """A file's whole parsed text and what agent ``name`` sees of it: its open window (the text its core memory
     shows, cut at its per-file limit, the whole window's length and its lines), "closed", or not attached (the folder is not attached to the agent, or the file is not ready)."""

@@ -249,6 +249,12 @@ def build_ui_app(inspector: Inspector) -> Starlette:
             await inspector.run(api.folder_files, request.query_params.get("folder", ""), scope_agents(request))
         )
 
+    async def rename_folder(request: Request) -> Response:
+        body = await _json(request)
+        return JSONResponse(
+            await inspector.run(api.rename_folder, body.get("folder"), body.get("name"), scope_agents(request))
+        )
+
     async def file_view(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
         return JSONResponse(
@@ -313,6 +319,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/api/folders", folders, methods=["GET"]),
         Route("/api/folders/files", folder_files, methods=["GET"]),
         Route("/api/folders/file", file_view, methods=["GET"]),
+        Route("/api/folders/rename", rename_folder, methods=["POST"]),
         Route("/api/folders/search", file_search, methods=["GET"]),
         Route("/api/export", export, methods=["GET"]),
         Route("/api/import", import_, methods=["POST"]),

@@ -356,6 +356,14 @@
     if (state.file && !resetFile) await openFile(state.file);
   }
 
+  // the same checks and texts as `tiermem folders rename`: a refusal is shown and nothing changes
+  async function renameFolder() {
+    const data = await call("folders/rename", { json: { folder: state.folder, name: $("folder-new-name").value } });
+    $("folder-new-name").value = "";
+    await loadFolders();
+    say(data.renamed ? `Renamed folder ${data.old_name} to ${data.name}.` : `Folder ${data.name} is named so already.`, true);
+  }
+
   async function openFile(name) {
     const data = await call("folders/file?" + qs({ agent: state.agent, folder: state.folder, file: name }));
     state.file = name;
@@ -478,6 +486,7 @@
     $("x-jsonl").addEventListener("click", () => guarded(() => download("jsonl")));
     $("import-form").addEventListener("submit", (e) => { e.preventDefault(); guarded(importFile); });
     $("f-reload").addEventListener("click", () => guarded(loadFolders));
+    $("folder-rename-form").addEventListener("submit", (e) => { e.preventDefault(); guarded(renameFolder); });
     $("fs-form").addEventListener("submit", (e) => { e.preventDefault(); guarded(searchFiles); });
     $("a-delete").addEventListener("click", () => guarded(deleteAgent));
     $("auth").addEventListener("submit", (e) => {

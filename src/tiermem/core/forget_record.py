@@ -7,14 +7,14 @@ time made, never its text).
   (and ignores the record).
 - Object storage: one object per forget, ``core/forgotten/<uuid>.json`` = ``{"keys": [...], "forgot_us": ...}``
   (created once, never replaced but to take keys out: a restore with ``--include-forgotten``). A forget that leaves
-  ``MERGE_AT`` objects or more merges them into one, under the lease ``FORGOTTEN_LEASE`` (skipped when another
-  holds it; a merge that fails is said on stderr, never the forget's failure: the next forget merges): the merged
-  object is created first, then the ones it holds are deleted, so the union of the objects listed always holds
-  every key, whatever runs meanwhile (two merges at once each write what they read). A reader (``object_keys``: a restore, twice) lists and reads them; an object gone between the listing
-  and its read (merged meanwhile) sends it to list again, for the merged object. So a restore reads 1 LIST and at
-  most ``MERGE_AT - 1`` GETs, whatever the number of forgets (more only after merges skipped or failed, until the
-  next forget merges). Taking keys out (``object_remove``) holds the same
-  lease (waiting for it), so a merge never writes back keys taken out meanwhile.
+  ``MERGE_AT`` objects or more merges them into one, under the lease ``FORGOTTEN_LEASE`` (skipped when another holds
+  it; a merge that fails is said on stderr, never the forget's failure: the next forget merges): the merged object is
+  created first, then the ones it holds are deleted, so the union of the objects listed always holds every key,
+  whatever runs meanwhile (two merges at once each write what they read). A reader (``object_keys``: a restore, twice)
+  lists and reads them; an object gone between the listing and its read (merged meanwhile) sends it to list again, for
+  the merged object. So a restore reads 1 LIST and at most ``MERGE_AT - 1`` GETs, whatever the number of forgets (more
+  only after merges skipped or failed, until the next forget merges). Taking keys out (``object_remove``) holds the
+  same lease (waiting for it), so a merge never writes back keys taken out meanwhile.
 
 A key is a 64-character digest, or (a forget's edit of a system prompt) a digest, ``@`` and the forget's time.
 """

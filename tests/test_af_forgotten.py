@@ -103,3 +103,30 @@ def test_a_letta_file_imported_again_leaves_out_the_messages_forgotten_from_its_
     assert victim.id not in {m.id for m in again}
     assert len(again) == len(first) - 1
     memory.core.close()
+
+
+def test_a_letta_file_imported_again_under_another_name_leaves_out_what_was_forgotten(tmp_path: Path) -> None:
+    """``--rename`` gives the agent another id, so its messages other ids: the agents here the same file was
+    imported as name the ids the forgotten messages had."""
+    data = tmp_path / "data"
+    common = ["--data-dir", str(data), "--embedding-model", "hashing"]
+    path = LETTA / "letta_memgpt_agent_with_convo.af"
+    out, _err = cli(["import", str(path), "--json", *common])
+    name = json.loads(out)["imported"][0]
+    memory = _open(data)
+    agent = memory.core.find_agent(name)
+    assert agent is not None
+    first = memory.archive.rows.messages_of(agent.id)
+    victim = next(m for m in first if m.role == "user" and m.content)
+    assert sum(m.content == victim.content for m in first) == 1
+    forget(memory, Target("message", agent.id, victim.id), now=True)
+    memory.core.close()
+
+    _out, err = cli(["import", str(path), "--rename", "again", *common])
+    assert "left out what was forgotten here (`tiermem forget`): 1 message(s)." in err, err
+    memory = _open(data)
+    again = memory.core.find_agent("again")
+    assert again is not None
+    contents = [m.content for m in memory.archive.rows.messages_of(again.id)]
+    assert victim.content not in contents and len(contents) == len(first) - 1
+    memory.core.close()

@@ -4,10 +4,14 @@ when two processes forget, merge or read at once (interleaved deterministically 
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from tiermem.base.errors import StoreError
 from tiermem.core import forget_record
 from tiermem.core.bucket import Bucket, Listed, Stored
 from tiermem.core.forget_record import MERGE_AT, PREFIX, merge, object_keys, object_record, object_remove
@@ -121,3 +125,25 @@ def test_keys_taken_out_of_a_merged_record_stay_out() -> None:
     assert _objects(bucket) == 1
     assert object_remove(bucket, [_key(1), _key(2)]) == 2
     assert object_keys(bucket) == {_key(n) for n in range(MERGE_AT)} - {_key(1), _key(2)}
+
+
+class FailingDeletes(Watched):
+    """A bucket whose DELETEs fail (a store that answers no more for a moment)."""
+
+    def delete(self, path: str) -> None:
+        raise StoreError(f"DELETE {path}: the store did not answer")
+
+
+def test_a_merge_that_fails_leaves_the_forget_recorded_and_done(caplog: pytest.LogCaptureFixture) -> None:
+    """The merge is upkeep: its failure is said and left to the next forget, never the forget's own failure (the
+    forget, refused, would leave its keys in the record naming rows still here)."""
+    bucket = Bucket("memory://merge-fails")
+    for n in range(MERGE_AT - 1):
+        object_record(bucket, [_key(n)])
+    with caplog.at_level(logging.WARNING, logger=forget_record.__name__):
+        assert object_record(FailingDeletes(bucket), [_key(99)]) == 1
+    assert "could not merge the forget record" in caplog.text
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99)}
+    object_record(bucket, [_key(100)])  # the next forget merges
+    assert _objects(bucket) == 1
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99), _key(100)}

@@ -7,13 +7,14 @@ time made, never its text).
   (and ignores the record).
 - Object storage: one object per forget, ``core/forgotten/<uuid>.json`` = ``{"keys": [...], "forgot_us": ...}``
   (created once, never replaced but to take keys out: a restore with ``--include-forgotten``). A forget that leaves
-  ``MERGE_AT`` objects or more merges them into one, under the lease ``FORGOTTEN_LEASE`` (skipped when another
-  holds it: the next forget merges): the merged object is created first, then the ones it holds are deleted, so the
-  union of the objects listed always holds every key, whatever runs meanwhile (two merges at once each write what
-  they read). A reader (``object_keys``: a restore, twice) lists and reads them; an object gone between the listing
-  and its read (merged meanwhile) sends it to list again, for the merged object. So a restore reads 1 LIST and at
-  most ``MERGE_AT - 1`` GETs, whatever the number of forgets. Taking keys out (``object_remove``) holds the same
-  lease (waiting for it), so a merge never writes back keys taken out meanwhile.
+  ``MERGE_AT`` objects or more merges them into one, under the lease ``FORGOTTEN_LEASE`` (skipped when another holds
+  it; a merge that fails is said on stderr, never the forget's failure: the next forget merges): the merged object is
+  created first, then the ones it holds are deleted, so the union of the objects listed always holds every key,
+  whatever runs meanwhile (two merges at once each write what they read). A reader (``object_keys``: a restore, twice)
+  lists and reads them; an object gone between the listing and its read (merged meanwhile) sends it to list again, for
+  the merged object. So a restore reads 1 LIST and at most ``MERGE_AT - 1`` GETs, whatever the number of forgets (more
+  only after merges skipped or failed, until the next forget merges). Taking keys out (``object_remove``) holds the
+  same lease (waiting for it), so a merge never writes back keys taken out meanwhile.
 
 A key is a 64-character digest, or (a forget's edit of a system prompt) a digest, ``@`` and the forget's time.
 """
@@ -21,6 +22,7 @@ A key is a 64-character digest, or (a forget's edit of a system prompt) a digest
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Collection
 
@@ -29,6 +31,8 @@ from ..base.records import new_id, now, to_us
 from .bucket import Bucket, Listed
 from .lease import Lease
 from .object_layout import ROOT
+
+log = logging.getLogger(__name__)
 
 TABLE = "forgotten"
 _DDL = f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, forgot_us INTEGER NOT NULL)"
@@ -73,10 +77,13 @@ def object_record(bucket: Bucket, keys: Collection[str]) -> int:
         return 0
     data = json.dumps({"keys": sorted(set(keys)), "forgot_us": to_us(now())}).encode()
     bucket.create(f"{PREFIX}{new_id('forget')}.json", data)
-    if len(bucket.list(PREFIX)) >= MERGE_AT:
-        with Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS).held() as mine:
-            if mine:  # else another merges or takes keys out: the next forget merges
-                merge(bucket)
+    try:  # upkeep, never the forget's failure (refused, it would leave its keys naming rows still here)
+        if len(bucket.list(PREFIX)) >= MERGE_AT:
+            with Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS).held() as mine:
+                if mine:  # else another merges or takes keys out: the next forget merges
+                    merge(bucket)
+    except StoreError as exc:  # what was merged is whole at every step (merged object first): the next forget merges
+        log.warning("could not merge the forget record's objects (the next forget tries again): %s", exc)
     return len(set(keys))
 
 

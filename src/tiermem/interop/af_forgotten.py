@@ -6,15 +6,17 @@ An import gives its rows new ids, so a row of the file is matched by what it hon
 
 - the row this import writes is the forgotten one: a message's id is derived from the file's bytes, its agent and the
   message's id in the file (``stable_id``) and its time is the file's ``created_at``, so the same file imported again
-  (``--replace``, or after the agent was deleted) gives the forgotten message its id and time again;
+  (``--replace``, or after the agent was deleted) gives the forgotten message its id and time again; imported under
+  another name (``--rename``), the ids an agent here imported from the same file gave it (``imported_before``);
 - the file is tiermem's export and names the row it was made from: each message's ``tiermem.id`` and each passage's
   ``tiermem_id`` (written by exports from this release on) with its ``created_at`` are the forgotten row's id and
   time made.
 
 Not matched: a passage of a file that carries no ``tiermem_id`` (a Letta file, an older tiermem export: passage ids
-are new on every import), a message of another file whose ``id`` is not tiermem's, an agent forgotten whole (its rows
-have no keys of their own), block versions, and the edits of ``forget --text`` (the keyword text of turns, a system
-prompt: an agent file holds no keyword text, and the system prompt is the file's).
+are new on every import), a message of another file whose ``id`` is not tiermem's, a message of a file imported under
+another name once the agent it was first imported as was deleted or renamed, an agent forgotten whole (its rows have
+no keys of their own), block versions, and the edits of ``forget --text`` (the keyword text of turns, a system prompt:
+an agent file holds no keyword text, and the system prompt is the file's).
 """
 
 from __future__ import annotations
@@ -50,17 +52,32 @@ def _created_us(value: Any) -> int | None:
     return to_us(when) if when is not None else None
 
 
-def match(record: set[str], plans: list[AgentPlan], agent_ids: list[str], digest: str) -> Matched:
-    """The rows of ``plans`` (each to be written as ``agent_ids``' agent) the forget record names."""
+def imported_before(memory: Memory, plans: list[AgentPlan], digest: str) -> list[list[str]]:
+    """Per plan, the agents here an import of the same file made from it under another name (``--rename``): an
+    agent's id is derived from the file's bytes, the agent's id in the file and its name, so one agent read each."""
+    agents = memory.core.list_agents()
+    return [[a.id for a in agents if a.id == stable_id("agent", digest, p.file_id, a.name)] for p in plans]
+
+
+def match(
+    record: set[str],
+    plans: list[AgentPlan],
+    agent_ids: list[str],
+    digest: str,
+    earlier: list[list[str]] | None = None,
+) -> Matched:
+    """The rows of ``plans`` (each to be written as ``agent_ids``' agent; ``earlier``: per plan, the agents an
+    import of the same file made under another name) the forget record names."""
     found = Matched()
     if not record:
         return found
     for n, (p, agent_id) in enumerate(zip(plans, agent_ids, strict=True)):
+        agents = dict.fromkeys([agent_id, *(earlier[n] if earlier else [])])
         for m in p.messages:
             created = _created_us(m.get("timestamp"))
             if created is None:
                 continue  # written at the time of the import: never a forgotten row
-            ids = [stable_id("message", digest, agent_id, m["file_id"]), *p.origins.get(m["file_id"], [])]
+            ids = [*(stable_id("message", digest, a, m["file_id"]) for a in agents), *p.origins.get(m["file_id"], [])]
             hits = {key("message", i, created) for i in ids} & record
             if hits:
                 found.keys |= hits
@@ -95,7 +112,8 @@ def apply(
 ) -> tuple[list[str], set[str]]:
     """Leave out of ``plans`` what the forget record names (unless ``include``). The notes saying so, and the keys
     to take out of the record once the import wrote them (``include``)."""
-    found = match(memory.core.forgotten_keys(), plans, agent_ids, digest)
+    record = memory.core.forgotten_keys()
+    found = match(record, plans, agent_ids, digest, imported_before(memory, plans, digest) if record else None)
     if not found.keys:
         return [], set()
     if not include:

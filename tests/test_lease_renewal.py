@@ -140,3 +140,40 @@ def test_no_other_holder_takes_a_lease_while_the_work_under_it_still_runs(
         worker.join(60)
     assert not failed, failed
     assert other.take() is not None  # given back once the work ended
+
+
+@pytest.mark.parametrize("answer", ["refused as changed", "lost"])
+def test_a_renewal_whose_answer_was_lost_keeps_the_lease_and_it_is_still_given_back(
+    answer: str,
+    s3_endpoint: str,  # noqa: F811
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A renewal's PUT that lands but whose answer does not reach the holder (it timed out after it was written,
+    or the client retried it and the retry was refused as changed: the first try changed the ETag): the holder
+    still holds the lease, so it keeps renewing it, no other holder takes it, and it is given back at the end."""
+    from tiermem.base.errors import StoreError
+
+    renewals = Renewals(monkeypatch, clock)
+    bucket = Bucket(_uri(), {**OPTIONS, "aws_endpoint": s3_endpoint})
+    replace, lost = bucket.replace, []
+
+    def first_answer_lost(path: str, data: bytes, etag: str) -> str | None:
+        got = replace(path, data, etag)
+        if not lost and lease_module.loads(data, "lease").get("holder") is not None:  # a renewal, not the give-back
+            lost.append(got)  # written; its answer never reaches the holder
+            if answer == "lost":
+                raise StoreError("timed out (the PUT may have been written)")
+            return None
+        return got
+
+    monkeypatch.setattr(bucket, "replace", first_answer_lost)
+    lease = Lease(bucket, UPKEEP_LEASE, SHORT)
+    with lease.held() as got:
+        assert got
+        clock.advance(SHORT * 0.8)
+        assert renewals.after(clock())  # the renewal after the lost one got through
+        assert lost, "no renewal's answer was lost"
+        clock.advance(SHORT * 0.8)  # past the lease's first end: only a renewal keeps it
+        assert Lease(bucket, UPKEEP_LEASE, SHORT).take() is None
+    assert Lease(bucket, UPKEEP_LEASE, SHORT).take() is not None  # given back, not left to run out

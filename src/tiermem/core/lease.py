@@ -83,7 +83,19 @@ class Lease:
 
     def renew(self, etag: str) -> str | None:
         """Hold the lease ``seconds`` from now on: its new ETag, or None if it was taken over meanwhile."""
-        return self.bucket.replace(self.path, self._body(), etag)
+        renewed = self.bucket.replace(self.path, self._body(), etag)
+        if renewed is None and (mine := self._still_mine()) is not None:
+            return self.bucket.replace(self.path, self._body(), mine)
+        return renewed
+
+    def _still_mine(self) -> str | None:
+        """The lease's ETag if it still names this holder although a conditional PUT on the ETag this holder knew
+        was refused: an earlier PUT of this holder landed but its answer was lost (a request that timed out after it
+        was written, or retried by the client and refused as changed). None if another holder has it (or none)."""
+        stored = self.bucket.get(self.path)
+        if stored is None or loads(stored.data, "lease").get("holder") != self.holder:
+            return None
+        return stored.etag
 
     def holder_note(self) -> str:
         """Who holds the lease now and until when, as its holder said (for a person)."""
@@ -139,7 +151,9 @@ class Lease:
 
     def give_back(self, etag: str) -> None:
         """Let the next taker have it at once (nothing if it was taken over meanwhile)."""
-        self.bucket.replace(self.path, dumps({"holder": None, "until_us": 0}), etag)
+        expired = dumps({"holder": None, "until_us": 0})
+        if self.bucket.replace(self.path, expired, etag) is None and (mine := self._still_mine()) is not None:
+            self.bucket.replace(self.path, expired, mine)
 
     @contextmanager
     def held(self) -> Iterator[bool]:

@@ -99,6 +99,9 @@ def test_a_security_code_far_after_a_labelled_number_makes_it_a_card(text: str, 
         # ... and a security code's name far after it, no code given: the text is about one
         f"Ticket {CARD}: the customer asks why the checkout page wants a CVV",
         f"Order #{CARD} was delivered; we never ask for your card's security code by email",
+        # ... a word the 40 characters cut is read whole: "expected" is no "exp", "cvcs" no "cvc"
+        f"Order {CARD} shipped to the office on a Tuesday, expected Friday",
+        f"Order {CARD} shipped to the office on a Tuesday, cvcs are never asked",
     ],
 )
 def test_a_date_far_after_a_labelled_number_leaves_it_alone(text: str) -> None:

@@ -66,7 +66,8 @@ _NAMED = re.compile(r"[ \t]*+[:=]")
 # a piece of a key of no fixed length in the middle of a line: this long, upper and lower case letters and digits
 _RANDOM_PIECE = 12
 # ... or shorter, from this long, when its characters change between capitals, lower-case letters and digits at
-# least every other character (three times at least): "tU9vW1x" ("base64", "GPT4o", "x86_64", "iPhone15" do not)
+# least every other character (three times at least), a lower-case letter among them: "tU9vW1x" ("base64", "GPT4o",
+# "x86_64", "iPhone15", "A1B2C3" do not)
 _SHORT_PIECE = 6
 _CLASS_SWITCHES = 3
 _MAX_PIECES = 8  # a key of 200 characters wrapped at 30 columns
@@ -115,7 +116,11 @@ def _random(piece: str, *, line_end: bool) -> bool:
         return True
     if len(piece) >= _RANDOM_PIECE:
         return any(c.isdigit() for c in piece) and any(c.isupper() for c in piece) and any(c.islower() for c in piece)
-    return len(piece) >= _SHORT_PIECE and _switches(piece) >= max(_CLASS_SWITCHES, (len(piece) - 1) / 2)
+    return (
+        len(piece) >= _SHORT_PIECE
+        and any(c.islower() for c in piece)  # "B07XJ8C8F5", "A1B2C3": a product's code, a model's
+        and _switches(piece) >= max(_CLASS_SWITCHES, (len(piece) - 1) / 2)
+    )
 
 
 def _switches(piece: str) -> int:

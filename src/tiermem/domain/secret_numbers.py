@@ -120,14 +120,21 @@ def printed_card_label(before: str, after: str) -> bool:
     ``AFTER`` characters), is a card's: no label of another number right before it (``_NOT_A_CARD``: "order number",
     "tracking number:", "invoice #", "Bestellnummer"), or a word naming a card or a payment before it ("order paid by
     card"), or an expiry date or a security code's name right after it ("exp 12/27", "CVC", within ``EXPIRY_AFTER``
-    characters), or a security code given anywhere after it on its line ("CVC 737")."""
+    characters, read whole), or a security code given after it on its line ("CVC 737")."""
     return (
         _NOT_A_CARD.search(before) is None
         or card_cue(before)
-        or _CARD_EXPIRY.search(after, 0, EXPIRY_AFTER) is not None
-        or _CARD_CODE.search(after, 0, EXPIRY_AFTER) is not None
+        or _within(_CARD_EXPIRY, after, EXPIRY_AFTER)
+        or _within(_CARD_CODE, after, EXPIRY_AFTER)
         or _CARD_CODE_GIVEN.search(after) is not None
     )
+
+
+def _within(pattern: re.Pattern[str], after: str, limit: int) -> bool:
+    """Whether ``pattern`` matches within the first ``limit`` characters of ``after``, read whole: a word the limit
+    cuts ("expected", "cvcs") is not read as its first letters ("exp", "cvc")."""
+    m = pattern.search(after)
+    return m is not None and m.end() <= limit
 
 
 # the issuers' prefixes and lengths: Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro

@@ -162,3 +162,32 @@ def test_a_key_in_a_string_is_not_joined_to_the_next_line(text: str, key: str) -
 @pytest.mark.parametrize("text", LEFT_ALONE)
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert secrets.find(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Order: {CARD}\nExp: 12/27\nCVV: 123",
+        f"Invoice: {CARD}\nExpiry 12/27",
+        f"Tracking: {MC}\nName: J. Doe\nCVC: 4421",
+        f"| Order: {CARD}\n| **Expiration date:** 12/27",
+    ],
+)
+def test_a_card_whose_expiry_or_code_is_a_field_on_the_next_lines_is_redacted(text: str) -> None:
+    """A form's label before the number does not leave it in the clear when the card's expiry or security code is a
+    field of its own on one of the two lines after it (a review found these kept after the bare-label rule)."""
+    found = secrets.find(text)
+    assert [text[f.start : f.end] for f in found if f.kind == "payment card number"] == [text.split(": ")[1][:19]]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Order: {CARD}\nShipped: 12/27\nTotal: $40",
+        f"Tracking: {CARD}\nExpected delivery: Friday",
+        f"Order: {CARD}\n\n\nCVV: 123",  # three lines on: another field's
+        f"Order: {CARD} shipped\nexpiry of the return window: 30 days",
+    ],
+)
+def test_an_orders_number_with_other_fields_on_the_next_lines_is_left_alone(text: str) -> None:
+    assert [f for f in secrets.find(text) if f.kind == "payment card number"] == []

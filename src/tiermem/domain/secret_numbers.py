@@ -115,18 +115,31 @@ EXPIRY_AFTER = 40
 AFTER = 160
 
 
+# a card's expiry or security code as a form's field of its own on one of the two lines after the number
+# ("Order: 4111 ...\nExp: 12/27\nCVV: 123"): the number was the card's, whatever its label
+_FIELD_AFTER = re.compile(
+    r"(?i:[ \t*_|>\-]*(?:exp(?:iry|ires|iration)?(?:[ \t]+date)?|valid\s+(?:thru|through|until)|expiration"
+    r"|cvv2?|cvc2?|csc|security\s+code)(?![^\W\d_])[ \t*_]*[:=#]?[ \t*_]*\d)"
+)
+FIELD_LINES = 2
+
+
 def printed_card_label(before: str, after: str) -> bool:
-    """Whether a number printed as a card's, with the text before it and after it on its line (up to ``BEFORE`` and
-    ``AFTER`` characters), is a card's: no label of another number right before it (``_NOT_A_CARD``: "order number",
-    "tracking number:", "invoice #", "Bestellnummer"), or a word naming a card or a payment before it ("order paid by
-    card"), or an expiry date or a security code's name right after it ("exp 12/27", "CVC", within ``EXPIRY_AFTER``
-    characters, read whole), or a security code given after it on its line ("CVC 737")."""
+    """Whether a number printed as a card's, with the text before it (up to ``BEFORE`` characters of its line) and
+    after it (``AFTER`` characters: the rest of its line, and the lines after it), is a card's: no label of another
+    number right before it (``_NOT_A_CARD``: "order number", "tracking number:", "invoice #", "Bestellnummer"), or a
+    word naming a card or a payment before it ("order paid by card"), or an expiry date or a security code's name
+    right after it ("exp 12/27", "CVC", within ``EXPIRY_AFTER`` characters, read whole), or a security code given after
+    it on its line ("CVC 737"), or an expiry or a security code given as a field of its own on one of the
+    ``FIELD_LINES`` lines after it ("Exp: 12/27", "CVV: 123")."""
+    line, *following = after.split("\n", FIELD_LINES + 1)
     return (
         _NOT_A_CARD.search(before) is None
         or card_cue(before)
-        or _within(_CARD_EXPIRY, after, EXPIRY_AFTER)
-        or _within(_CARD_CODE, after, EXPIRY_AFTER)
-        or _CARD_CODE_GIVEN.search(after) is not None
+        or _within(_CARD_EXPIRY, line, EXPIRY_AFTER)
+        or _within(_CARD_CODE, line, EXPIRY_AFTER)
+        or _CARD_CODE_GIVEN.search(line) is not None
+        or any(_FIELD_AFTER.match(field) for field in following[:FIELD_LINES])
     )
 
 

@@ -977,10 +977,8 @@ def _before(text: str, start: int) -> str:
 
 
 def _after(text: str, end: int) -> str:
-    """The text after ``end`` on its line, up to ``numbers.AFTER`` characters."""
-    window = min(len(text), end + numbers.AFTER)
-    newline = text.find("\n", end, window)
-    return text[end : newline if newline >= 0 else window]
+    """The text after ``end``, up to ``numbers.AFTER`` characters (its line and what follows it)."""
+    return text[end : end + numbers.AFTER]
 
 
 # The last word of a name that holds something about a secret, not the secret: ``api_key_source``, ``password_url``,

@@ -50,12 +50,13 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     _finish_background_work()
 
 
-# tiermem's one-shot background threads (opening the store and the archive, loading the model, warming a search,
-# an upkeep, a vector backfill): a test that ends while one still runs in native code (LanceDB, onnxruntime) would
-# otherwise leave it running into the next test. A worker died of a segmentation fault in LanceDB's native code with
-# two such threads of an ended test still running (CI, 2026-12-07); each test now waits for its own, a bounded time.
+# tiermem's one-shot background threads (opening the store and the archive, loading the model, an upkeep, a vector
+# backfill): a test that ends while one still runs in native code (LanceDB, onnxruntime) would otherwise leave it
+# running into the next test. A worker died of a segmentation fault in LanceDB's native code with two such threads of
+# an ended test still running (CI, 2026-12-07); each test now waits for them, a bounded time. Not "tiermem-warm": it
+# waits, in Python, for an archive a server of an ended test may never start opening (until the process exits).
 ONE_SHOT_THREADS = frozenset(
-    ["tiermem-open", "tiermem-open-archive", "tiermem-warm", "tiermem-embedder", "tiermem-optimize", "tiermem-backfill"]
+    ["tiermem-open", "tiermem-open-archive", "tiermem-embedder", "tiermem-optimize", "tiermem-backfill"]
 )
 BACKGROUND_WAIT = 30.0  # seconds in all, per test
 

@@ -6,7 +6,9 @@ record. Real CLI runs on a local data directory."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tiermem.base.config import load_settings
 from tiermem.domain.factory import open_memory
@@ -81,20 +83,27 @@ def test_an_agent_file_exported_before_a_forget_does_not_bring_it_back(tmp_path:
     memory.core.close()
 
 
-def test_a_letta_file_imported_again_leaves_out_the_messages_forgotten_from_its_first_import(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    common = ["--data-dir", str(data), "--embedding-model", "hashing"]
-    path = LETTA / "letta_memgpt_agent_with_convo.af"
+def _import_and_forget_one(data: Path, path: Path, common: list[str], pick: Callable[[list[Any]], Any]) -> Any:
+    """``path`` imported, then the message ``pick`` chooses of its agent's forgotten (``--now``): the agent's name,
+    its messages before the forget and the one forgotten."""
     out, _err = cli(["import", str(path), "--json", *common])
     name = json.loads(out)["imported"][0]
     memory = _open(data)
     agent = memory.core.find_agent(name)
     assert agent is not None
     first = memory.archive.rows.messages_of(agent.id)
-    assert len(first) > 2
-    victim = first[len(first) // 2]
+    victim = pick(first)
     forget(memory, Target("message", agent.id, victim.id), now=True)
     memory.core.close()
+    return name, first, victim
+
+
+def test_a_letta_file_imported_again_leaves_out_the_messages_forgotten_from_its_first_import(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    common = ["--data-dir", str(data), "--embedding-model", "hashing"]
+    path = LETTA / "letta_memgpt_agent_with_convo.af"
+    name, first, victim = _import_and_forget_one(data, path, common, lambda first: first[len(first) // 2])
+    assert len(first) > 2
 
     _out, err = cli(["import", str(path), "--replace", *common])
     assert "left out what was forgotten here (`tiermem forget`): 1 message(s)." in err, err
@@ -111,16 +120,9 @@ def test_a_letta_file_imported_again_under_another_name_leaves_out_what_was_forg
     data = tmp_path / "data"
     common = ["--data-dir", str(data), "--embedding-model", "hashing"]
     path = LETTA / "letta_memgpt_agent_with_convo.af"
-    out, _err = cli(["import", str(path), "--json", *common])
-    name = json.loads(out)["imported"][0]
-    memory = _open(data)
-    agent = memory.core.find_agent(name)
-    assert agent is not None
-    first = memory.archive.rows.messages_of(agent.id)
-    victim = next(m for m in first if m.role == "user" and m.content)
+    pick = lambda first: next(m for m in first if m.role == "user" and m.content)  # noqa: E731
+    _name, first, victim = _import_and_forget_one(data, path, common, pick)
     assert sum(m.content == victim.content for m in first) == 1
-    forget(memory, Target("message", agent.id, victim.id), now=True)
-    memory.core.close()
 
     _out, err = cli(["import", str(path), "--rename", "again", *common])
     assert "left out what was forgotten here (`tiermem forget`): 1 message(s)." in err, err

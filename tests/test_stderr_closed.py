@@ -36,23 +36,29 @@ def test_a_command_started_with_stderr_closed_prints_only_its_output(tmp_path: P
     json.loads(done.stdout)  # the command's output, and nothing else
 
 
-def test_a_file_that_took_fd_2_gets_no_notice(tmp_path: Path) -> None:
-    """Python found fd 2 closed at start; a file opened since is fd 2: the notices must not be written into it."""
-    data = tmp_path / "data.bin"
-    script = (
+def _with_fd_2_taken(tmp_path: Path, data: Path, script: str) -> subprocess.CompletedProcess[bytes]:
+    """Python started with fd 2 closed (``sys.stderr`` None), then ``data`` opened (it becomes fd 2), then
+    ``script``; stdout kept."""
+    start = (
         "import os, sys\n"
         f"fd = os.open({str(data)!r}, os.O_WRONLY | os.O_CREAT)\n"
         "assert fd == 2 and sys.stderr is None, fd\n"
-        "from tiermem.cli import main\n"
-        "sys.exit(main(['blocks', 'list', '--json']))\n"
     )
-    done = subprocess.run(
-        [PYTHON, "-c", script],
+    return subprocess.run(
+        [PYTHON, "-c", start + script],
         stdout=subprocess.PIPE,
         env=_env(tmp_path),
         cwd=ROOT,
         timeout=120,
         preexec_fn=lambda: os.close(2),  # noqa: PLW1509
+    )
+
+
+def test_a_file_that_took_fd_2_gets_no_notice(tmp_path: Path) -> None:
+    """Python found fd 2 closed at start; a file opened since is fd 2: the notices must not be written into it."""
+    data = tmp_path / "data.bin"
+    done = _with_fd_2_taken(
+        tmp_path, data, "from tiermem.cli import main\nsys.exit(main(['blocks', 'list', '--json']))\n"
     )
     assert done.returncode in (0, 1)
     assert data.read_bytes() == b""
@@ -83,9 +89,7 @@ def test_the_stop_notice_does_not_go_into_a_file_that_took_fd_2(tmp_path: Path) 
     descriptor, the null device here, not to the file that is fd 2 now; the stop still happens."""
     data = tmp_path / "data.bin"
     script = (
-        "import os, signal, sys\n"
-        f"fd = os.open({str(data)!r}, os.O_WRONLY | os.O_CREAT)\n"
-        "assert fd == 2 and sys.stderr is None, fd\n"
+        "import signal\n"
         "from tiermem.cli import keep_notices_off_stdout\n"
         "keep_notices_off_stdout()\n"
         "from tiermem.cli.commands import stopping\n"
@@ -94,14 +98,7 @@ def test_the_stop_notice_does_not_go_into_a_file_that_took_fd_2(tmp_path: Path) 
         "    assert stop.wait(60)\n"
         "print('stopped')\n"
     )
-    done = subprocess.run(
-        [PYTHON, "-c", script],
-        stdout=subprocess.PIPE,
-        env=_env(tmp_path),
-        cwd=ROOT,
-        timeout=120,
-        preexec_fn=lambda: os.close(2),  # noqa: PLW1509
-    )
+    done = _with_fd_2_taken(tmp_path, data, script)
     assert (done.returncode, done.stdout.decode()) == (0, "stopped\n")
     assert data.read_bytes() == b""
 

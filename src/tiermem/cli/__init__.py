@@ -8,6 +8,7 @@ does not know go to ``cli.main`` with its full parser.
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 from ..base import gcpause
@@ -38,8 +39,6 @@ def keep_notices_off_stdout() -> None:
     (not stderr: Python found it closed), it is left alone and ``sys.stderr`` writes to a null device of its own."""
     if sys.stderr is not None:
         return
-    import os
-
     try:
         os.fstat(2)
         reused = True
@@ -71,8 +70,6 @@ class _Notices(io.TextIOWrapper):
             self._reader_left()
 
     def _reader_left(self) -> None:
-        import os
-
         fd = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(fd, self.fileno())

@@ -39,7 +39,25 @@ class Progress:
             self._stream.flush()
 
 
-class ChunkLines:
+class _Lines:
+    """Lines on ``stream`` (stderr), a terminal or not, at most one every ``every`` seconds and none in the first
+    ``every`` (``_next``): what ``ChunkLines`` and ``BackfillLines`` share."""
+
+    def __init__(self, label: str, stream: TextIO | None, every: float, clock: Callable[[], float]) -> None:
+        self.label = label
+        self._stream = stream or sys.stderr
+        self._every = every
+        self._clock = clock
+        self._start = clock()
+        self._next = self._start + every
+
+    def _write(self, line: str) -> None:
+        back = "\r\x1b[K" if self._stream.isatty() else ""  # over a progress bar drawn in place
+        self._stream.write(f"{back}{line}\n")
+        self._stream.flush()
+
+
+class ChunkLines(_Lines):
     """How far each file's chunks are embedded (``file_embedding.Embedded``), as lines on stderr, a terminal or not:
     none in the first ``every`` seconds (a quick upload says nothing), then at most one every ``every`` seconds,
     and a file whose progress was shown gets its last line too. Called from the upload's worker thread."""
@@ -51,11 +69,7 @@ class ChunkLines:
         every: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.label = label
-        self._stream = stream or sys.stderr
-        self._every = every
-        self._clock = clock
-        self._next = clock() + every
+        super().__init__(label, stream, every, clock)
         self._shown: set[str] = set()
         self._lock = threading.Lock()
 
@@ -66,12 +80,10 @@ class ChunkLines:
                 return
             self._next = now + self._every
             self._shown.add(name)
-            back = "\r\x1b[K" if self._stream.isatty() else ""  # over a progress bar drawn in place
-            self._stream.write(f"{back}{self.label} {one_line(name)}: {done:,} of {total:,} chunks\n")
-            self._stream.flush()
+            self._write(f"{self.label} {one_line(name)}: {done:,} of {total:,} chunks")
 
 
-class BackfillLines:
+class BackfillLines(_Lines):
     """How far embedding the rows stored without vectors is (``Vectors.backfill_now``'s ``progress``: rows embedded,
     rows to embed), as lines on stderr, a terminal or not, with the rate so far and an estimate of the time left:
     none in the first ``every`` seconds, then at most one every ``every`` seconds, and the last one once a line was
@@ -84,12 +96,7 @@ class BackfillLines:
         every: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.label = label
-        self._stream = stream or sys.stderr
-        self._every = every
-        self._clock = clock
-        self._start = clock()
-        self._next = self._start + every
+        super().__init__(label, stream, every, clock)
         self._shown = False
 
     def __call__(self, done: int, total: int) -> None:
@@ -109,9 +116,7 @@ class BackfillLines:
                 line += f", about {duration((total - done) / rate)} left"
             else:
                 line += f", done in {duration(elapsed)}"
-        back = "\r\x1b[K" if self._stream.isatty() else ""
-        self._stream.write(f"{back}{line}\n")
-        self._stream.flush()
+        self._write(line)
 
 
 def duration(seconds: float) -> str:

@@ -264,34 +264,27 @@ def settle_plumbing(messages: Any, limit: int | None = None) -> int:
     if not messages.count_rows(compile_filter(Filter(undecided=True))):
         return 0
     if limit is not None:
-        return _settle_some(messages, limit)
+        return _decide(messages, limit)
     decided = int(messages.count_rows(compile_filter(Filter(undecided=True, may_be_plumbing=False))))
     if decided:
         messages.update(where=compile_filter(Filter(undecided=True, may_be_plumbing=False)), values={"plumbing": False})
+    return decided + _decide(messages, None)
+
+
+def _decide(messages: Any, limit: int | None) -> int:
+    """Decide the undecided messages (up to ``limit``), each from its role and payload (``is_plumbing``), written in
+    batches of ``PLUMBING_BATCH`` ids; returns how many."""
     rows = (
         messages.search()
         .where(compile_filter(Filter(undecided=True)))
         .select(["id", "role", "payload"])
-        .limit(None)
+        .limit(limit)
         .to_batches()
     )
     verdicts: dict[bool, list[str]] = {True: [], False: []}
     for batch in rows:
         for i, role, payload in zip(*(batch.column(c).to_pylist() for c in ("id", "role", "payload")), strict=True):
             verdicts[is_plumbing(role, payload)].append(str(i))
-    for verdict, ids in verdicts.items():
-        for start in range(0, len(ids), PLUMBING_BATCH):
-            where = compile_filter(Filter(undecided=True, ids=tuple(ids[start : start + PLUMBING_BATCH])))
-            messages.update(where=where, values={"plumbing": verdict})
-    return decided + len(verdicts[True]) + len(verdicts[False])
-
-
-def _settle_some(messages: Any, limit: int) -> int:
-    """Decide up to ``limit`` undecided messages (``settle_plumbing``), each from its role and payload."""
-    rows = messages.search().where(compile_filter(Filter(undecided=True))).select(["id", "role", "payload"])
-    verdicts: dict[bool, list[str]] = {True: [], False: []}
-    for r in rows.limit(limit).to_arrow().to_pylist():
-        verdicts[is_plumbing(r["role"], r["payload"])].append(str(r["id"]))
     for verdict, ids in verdicts.items():
         for start in range(0, len(ids), PLUMBING_BATCH):
             where = compile_filter(Filter(undecided=True, ids=tuple(ids[start : start + PLUMBING_BATCH])))

@@ -220,6 +220,24 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
         _card,
         lambda s: f"Order number {s}, please ship it to 221B Baker Street, London NW1 6XE, CVV 123",
     ),
+    "card after an order's label, its brand after it": (_card, lambda s: f"Order: {s} (Visa)"),
+    "card as a run of digits, its card word far before it": (
+        lambda g: _card(g).replace(" ", ""),
+        lambda s: f"my card for the big family trip is {s}, can you book it?",
+    ),
+    "card after an order's label, its security code misspelled": (_card, lambda s: f"Order: {s} ccv 123"),
+    "card after an order's label, its code far after it with its word": (
+        _card,
+        lambda s: f"Order: {s}, shipped to 221B Baker Street, London NW1 6XE, CVV code: 123",
+    ),
+    "key then a version's name after a space": (
+        lambda g: "sk_live_" + _r(g, ALNUM, 24),
+        lambda s: f"the stripe key {s} v2Beta",
+    ),
+    "passphrase starting with a pointer's verb": (
+        lambda g: "use " + " ".join(g.choice(PASSPHRASE_WORDS).capitalize() for _ in range(2)),
+        lambda s: f"the wifi password is {s}",
+    ),
 }
 
 

@@ -9,7 +9,8 @@ length a piece is the key's when it looks random: no name made of words ("s3Buck
 ``_worded``), letters and digits or a capital inside it, and either the rest of its line (a wrapped key fills its
 lines) or ``_RANDOM_PIECE`` characters of upper and lower case letters and digits. Never a bare prefix in prose
 ("xoxb- tokens"), nor a piece a name is given to ("Auth0Domain=...", "  s3BucketName: reports": the next setting):
-a word after a key ("ghp_... thanks", "xoxb-... 2024") is the sentence's. Each pattern takes each step one way only
+a word after a key ("ghp_... thanks", "xoxb-... 2024") is the sentence's, and so is a short name after a space
+("sk-proj-... v2Beta", "... MySQL8": ``_named``). Each pattern takes each step one way only
 (possessive runs, disjoint classes), and a prefix inside a token's run already read is not read again: a run of
 prefixes ("xoxb-xoxb-...") is read once, not once for each of its prefixes.
 """
@@ -105,6 +106,21 @@ def _token_like(piece: str) -> bool:
     )
 
 
+def _named(piece: str) -> bool:
+    """A short piece shaped as a version's or a product's name ("v2Beta", "MySQL8", "Python3"): under
+    ``_RANDOM_PIECE`` characters, three parts at most (``_PART``), one run of digits at most, and four letters or more
+    in parts of two or more ("Beta", "My" and "SQL"). After a space it is the sentence's word, not a key's tail: a
+    random piece parts at almost every character ("tU9vW1x", "DQL05HAx9")."""
+    if len(piece) >= _RANDOM_PIECE:
+        return False
+    parts = _PART.findall(piece)
+    return (
+        len(parts) <= 3
+        and sum(p.isdigit() for p in parts) <= 1
+        and sum(len(p) for p in parts if p.isalpha() and len(p) >= 2) >= 4
+    )
+
+
 def _random(piece: str, *, line_end: bool) -> bool:
     """A piece of a key of no fixed length: no name made of words (``_worded``), and the rest of its line with
     letters and digits or a capital inside (a wrapped key's tail, "dD5x"), or else ``_RANDOM_PIECE`` characters or
@@ -171,8 +187,8 @@ def _pieces(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
                 piece.group(),
                 line_end=not bare
                 and (_ESCAPED_LINE_END if escaped else _LINE_END).match(text, piece.end()) is not None,
-            ):
-                break
+            ) or (not escaped and "\n" not in between and _named(piece.group())):
+                break  # after a space, a name ("v2Beta", "MySQL8") is the sentence's, at its line's end too
             found.append((gap.start(), gap.end()))
             length += size
             at = piece.end()

@@ -32,19 +32,25 @@ BEFORE = 60
 # "my Visa is", "charge", "credit card number:", "tarjeta", "carte bancaire", "Kreditkartennummer", "カード番号",
 # "信用卡号"
 _BETWEEN = r"(?:[^\w\n]+[^\W\d]\w{0,30}){0,3}[^\w\n]*\Z"
-_CARD_CUE = re.compile(
-    r"(?i:(?<![^\W\d_])(?:cards?|cc|ccn|pan|visa|master\s?card|amex|american\s+express|discover|jcb|diners"
+# ... or up to seven words in the same sentence (no ".", "!", "?" or ";" between them): "my card for the big family
+# trip is", "the Visa I use for travel:"; but for another number's label right before the number (``_NOT_A_CARD``)
+_FAR_BETWEEN = r"(?:[^\w\n.!?;]+[^\W\d]\w{0,30}){4,7}[^\w\n]*\Z"
+_CARD_WORD = (
+    r"(?<![^\W\d_])(?:cards?|cc|ccn|pan|visa|master\s?card|amex|american\s+express|discover|jcb|diners"
     r"|maestro|union\s?pay|credit|debit|payments?|pay|paid|charged?|billing|tarjeta|carte|carta|cart[ãa]o|cb"
     r"|[^\W\d_]*card(?:s|number|nummer|no|nr)?|[^\W\d_]*(?:karte|kaart)[^\W\d_]*)(?![^\W\d_])"
-    + _BETWEEN
-    + r"|(?:カード|卡)\w{0,4}[^\w\n]*\Z)"
 )
+_CARD_CUE = re.compile(r"(?i:" + _CARD_WORD + _BETWEEN + r"|(?:カード|卡)\w{0,4}[^\w\n]*\Z)")
+_FAR_CARD_CUE = re.compile(r"(?i:" + _CARD_WORD + _FAR_BETWEEN + r")")
 
 
 def card_cue(before: str) -> bool:
     """Whether the text before a number (up to ``BEFORE`` characters of its line) ends with a word naming a card or
-    a payment and at most three words after it."""
-    return _CARD_CUE.search(before) is not None
+    a payment and at most three words after it, or at most seven in its sentence with no other number's label
+    (``_NOT_A_CARD``: "order number") right before the number."""
+    return _CARD_CUE.search(before) is not None or (
+        _FAR_CARD_CUE.search(before) is not None and _NOT_A_CARD.search(before) is None
+    )
 
 
 # what a number printed as a card is (4-4-4-4) is besides: an order's, a parcel's, an invoice's, a ticket's or a
@@ -104,10 +110,15 @@ _CARD_EXPIRY = re.compile(
     r"|vence|vencimiento|caducidad|expiration|ablauf|g[üu]ltig|scadenza)(?![^\W\d_])"
     r"|(?<!\d)(?:0[1-9]|1[0-2])[ \t]*/[ \t]*(?:\d{2}|20\d{2})(?!\d))"
 )
-_SECURITY_CODE = r"(?i:(?<![^\W\d_])(?:cvv2?|cvc2?|csc|security\s+code)(?![^\W\d_]))"
+# its name, or its common misspelling ("ccv")
+_SECURITY_CODE = r"(?i:(?<![^\W\d_])(?:cvv2?|cvc2?|ccv2?|csc|security\s+code)(?![^\W\d_]))"
 _CARD_CODE = re.compile(_SECURITY_CODE)
-# ... further on, the code itself after its name ("CVV 123", "cvc: 4421"): "the checkout asks for a CVV" is not one
-_CARD_CODE_GIVEN = re.compile(_SECURITY_CODE + r"[ \t]*(?:is[ \t]+)?[:=#]?[ \t]*\d{3,4}(?![\w\-]|[.,/]\d)")
+# ... further on, the code itself after its name ("CVV 123", "cvc: 4421", "CVV code: 123", "ccv number is 123"):
+# "the checkout asks for a CVV" is not one
+_CODE_WORD = r"(?i:[ \t]+(?:code|number|no\.?|#))?"
+_CARD_CODE_GIVEN = re.compile(
+    _SECURITY_CODE + _CODE_WORD + r"[ \t]*(?i:is[ \t]+)?[:=#]?[ \t]*\d{3,4}(?![\w\-]|[.,/]\d)"
+)
 # how far after a number printed as a card its expiry date or its security code's name is looked for (a date further
 # on is the order's: "order 4111 ..., shipped 12/24"), and its security code given (anywhere on the line up to this
 # far: "Order number 4111 ..., shipped to 221B Baker Street, London, CVV 123")
@@ -119,9 +130,19 @@ AFTER = 160
 # ("Order: 4111 ...\nExp: 12/27\nCVV: 123"): the number was the card's, whatever its label
 _FIELD_AFTER = re.compile(
     r"(?i:[ \t*_|>\-]*(?:exp(?:iry|ires|iration)?(?:[ \t]+date)?|valid\s+(?:thru|through|until)|expiration"
-    r"|cvv2?|cvc2?|csc|security\s+code)(?![^\W\d_])[ \t*_]*[:=#]?[ \t*_]*\d)"
+    r"|cvv2?|cvc2?|ccv2?|csc|security\s+code)(?![^\W\d_])(?:[ \t]+(?:code|number))?[ \t*_]*[:=#]?[ \t*_]*\d)"
 )
 FIELD_LINES = 2
+
+
+# a card's brand or the word "card" right after the number, at most two words between ("4111 ... (Visa)", "... visa
+# debit", "... - Mastercard", "..., my credit card"): a card, whatever its label; a payment's word is not one there
+# ("Order: 4111 ... paid Monday" is an order's)
+_CARD_AFTER = re.compile(
+    r"(?i:[^\w\n]{0,3}(?:[^\W\d_]{1,30}[^\w\n]{1,3}){0,2}?"
+    r"(?:visa|master\s?card|amex|american\s+express|discover|jcb|diners|maestro|union\s?pay|cards?|tarjeta|carte"
+    r"|karte)(?![^\W\d_]))"
+)
 
 
 def printed_card_label(before: str, after: str) -> bool:
@@ -129,8 +150,9 @@ def printed_card_label(before: str, after: str) -> bool:
     after it (``AFTER`` characters: the rest of its line, and the lines after it), is a card's: no label of another
     number right before it (``_NOT_A_CARD``: "order number", "tracking number:", "invoice #", "Bestellnummer"), or a
     word naming a card or a payment before it ("order paid by card"), or an expiry date or a security code's name
-    right after it ("exp 12/27", "CVC", within ``EXPIRY_AFTER`` characters, read whole), or a security code given after
-    it on its line ("CVC 737"), or an expiry or a security code given as a field of its own on one of the
+    right after it ("exp 12/27", "CVC", within ``EXPIRY_AFTER`` characters, read whole), or a card's brand or the word
+    "card" right after it ("(Visa)", ``_CARD_AFTER``), or a security code given after it on its line ("CVC 737",
+    "CVV code: 123"), or an expiry or a security code given as a field of its own on one of the
     ``FIELD_LINES`` lines after it ("Exp: 12/27", "CVV: 123")."""
     line, *following = after.split("\n", FIELD_LINES + 1)
     return (
@@ -139,8 +161,15 @@ def printed_card_label(before: str, after: str) -> bool:
         or _within(_CARD_EXPIRY, line, EXPIRY_AFTER)
         or _within(_CARD_CODE, line, EXPIRY_AFTER)
         or _CARD_CODE_GIVEN.search(line) is not None
+        or _within_match(_CARD_AFTER, line, EXPIRY_AFTER)
         or any(_FIELD_AFTER.match(field) for field in following[:FIELD_LINES])
     )
+
+
+def _within_match(pattern: re.Pattern[str], after: str, limit: int) -> bool:
+    """Whether ``pattern`` matches at the start of ``after`` and ends within its first ``limit`` characters."""
+    m = pattern.match(after)
+    return m is not None and m.end() <= limit
 
 
 def _within(pattern: re.Pattern[str], after: str, limit: int) -> bool:

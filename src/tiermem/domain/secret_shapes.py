@@ -104,10 +104,14 @@ _WHERE_OR_WHEN = frozenset(
 _SIDE_WIDE_WISE = frozenset("side sides wide wise".split())
 # A pointer to a password ("the password is ask Dave", "is: check Slack", "see Bitwarden"): one of these verbs, then
 # only a name (a capitalised word: a person, a tool, a place) or the place it is kept ("check vault"), one or two
-# words. "find nemo 2003", "look both ways", "get lucky tonight", "use tiger lily" are passphrases
+# words. "find nemo 2003", "look both ways", "get lucky tonight", "use tiger lily" are passphrases. A verb of a
+# thing to take ("use", "get", "grab", "find", "read", "look") takes one name ("use Bitwarden") or a name and the
+# place ("use Bitwarden vault"): two names after it are a passphrase ("use Tiger Lily"); a person's two names
+# follow a verb of asking ("ask Dave Smith")
 _POINTER = frozenset(
     "ask check see use look find contact call email ping message dm consult refer request get grab read".split()
 )
+_THING_POINTER = frozenset("use look find get grab read".split())
 _KEPT_IN = frozenset(
     "vault vaults manager wiki doc docs email slack bitwarden lastpass keychain keepass team admin admins it"
     " confluence notion sharepoint".split()
@@ -115,12 +119,15 @@ _KEPT_IN = frozenset(
 
 
 def _pointer(words: list[str]) -> bool:
-    """A verb telling to go and ask for a password, then a name or a place it is kept: "ask Dave", "check Slack"."""
+    """A verb telling to go and ask for a password, then a name or a place it is kept: "ask Dave", "check Slack",
+    "use Bitwarden" (a thing's verb: one name, or a name and a place, ``_THING_POINTER``)."""
     rest = words[1:]
+    verb = words[0].lower()
     return (
-        words[0].lower() in _POINTER
+        verb in _POINTER
         and 1 <= len(rest) <= 2
         and all((w[0].isupper() and w.isalpha()) or w.lower() in _KEPT_IN for w in rest)
+        and (verb not in _THING_POINTER or len(rest) == 1 or rest[-1].lower() in _KEPT_IN)
     )
 
 

@@ -52,7 +52,14 @@ MODULE_LAYER = {
     "domain.grep_deadline": 2,  # grep's searches bounded by the wall clock, a child process killed at the deadline
     "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.periods": 2,  # the timeline's calendar: days, ISO weeks and months by their keys
-    "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)
+    "domain.secrets": 2,  # credentials in text: found, redacted or refused (the face the rest imports)
+    "domain.secret_scan": 2,  # the detectors run over a text: find and redact, under secrets
+    "domain.secret_json": 2,  # credentials in a JSON document (its strings, and what its keys tell), under secrets
+    "domain.secret_detector": 2,  # what a detector is: a pattern, its kind, its needles and checks
+    "domain.secret_values": 2,  # what a value found must be to be a secret (no reference, placeholder, name)
+    "domain.secret_plugins": 2,  # detect-secrets' plugins, configured one by one
+    "domain.secret_formats": 2,  # the credential formats detect-secrets lacks (keys, numbers, assignments)
+    "domain.secret_said": 2,  # credentials said in a sentence ("the password is ...", "my PIN is ...")
     "domain.secret_shapes": 2,  # the credential shapes that are not tokens (passphrases, hashes), under secrets
     "domain.secret_numbers": 2,  # numbers that are credentials (payment cards, SSNs), under secrets
     "domain.secret_joins": 2,  # a vendor's token pasted in pieces (wrapped, split by a space), under secrets
@@ -105,7 +112,7 @@ OWNER_MODULES = {
     "regex": {"domain.file_views"},
     "numpy": {"embedding.minilm", "embedding.embedders", "domain.grep_index"},
     "pathspec": {"interop.folder_sync"},
-    "detect_secrets": {"domain.secrets"},
+    "detect_secrets": {"domain.secret_plugins"},
     "mcp": {
         "server.runtime",
         "server.app",

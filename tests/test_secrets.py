@@ -15,7 +15,7 @@ from mcp.client import Client
 
 from tiermem.base.config import BlockSpec, Settings
 from tiermem.base.errors import SecretError
-from tiermem.domain import autorecall, secret_audit, secrets
+from tiermem.domain import autorecall, secret_audit, secret_scan, secrets
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
 
@@ -341,7 +341,7 @@ def test_a_probe_matches_wherever_its_detector_does(data: st.DataObject) -> None
     """A detector with a probe runs only on text the probe matches in (a fast scan for a literal): the probe must
     match in every text its pattern matches in, or a credential would be kept. Texts holding a match of the pattern
     are generated from the pattern itself, with text around it."""
-    probed = [d for d in secrets._detectors() if d.probe is not None]
+    probed = [d for d in secret_scan.detectors() if d.probe is not None]
     assert {d.kind for d in probed} == {
         "GitHub token",
         "password in a URL",

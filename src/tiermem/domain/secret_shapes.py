@@ -265,7 +265,7 @@ _NOT_A_CUE = (
     r"(?!(?i:mot\s+de\s+passe|passwort|kennwort|contrase|clave|password|parola\s+d|senha|wachtwoord)(?![^\W_]))"
 )
 _QUOTED = r"(?:[\"\u201c\u201e\u00ab\u300c]\s?([^\"\u201c\u201d\u00bb\u300d\n]{1,100}?)\s?[\"\u201d\u201c\u00bb\u300d]|'([^'\n]{1,100})')"
-# A bare value as ``secrets._SAID_VALUE`` reads it: each step a character no punctuation, or a possessive run of
+# A bare value as ``secret_said._SAID_VALUE`` reads it: each step a character no punctuation, or a possessive run of
 # punctuation that more of the value follows; the run at its end is left out
 _LATIN_BARE = (
     r"((?>(?:[^\s\"'\u201c\u201e\u00ab\u300c.,;)]|[.,;)]++(?=[^\s\"'\u201c\u201e\u00ab\u300c]))+))(?=[.,;)]*+(?:\s|$))"

@@ -235,5 +235,5 @@ def _secret_group(plugin: str, pattern: re.Pattern[str]) -> int:
     """The group of a detect-secrets pattern that holds the secret: its last capturing group when it has any (its
     assignment patterns capture the value alone), else the whole match; the whole match for the token formats whose
     groups are parts of the token. Artifactory's patterns include a delimiter on each side: those are trimmed by
-    ``_trim``."""
+    ``secret_scan._trim``."""
     return 0 if plugin in _WHOLE_MATCH else pattern.groups

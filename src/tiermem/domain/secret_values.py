@@ -18,7 +18,7 @@ def letters_and_digits(s: str) -> bool:
 
 # A value that stands for a secret kept elsewhere or in a variable: a reference (``$VAR``, ``${VAR}``, ``os.environ``,
 # a shell's command substitution, `` `cat ~/.pw` `` (a command: a space or ``$(`` inside its backticks; a code span's
-# `` `Xk9vQ2mPz7a` `` is read inside, ``_trim``), a secret manager's: 1Password's ``op://``, Vault's ``vault:``, AWS's
+# `` `Xk9vQ2mPz7a` `` is read inside, ``secret_scan._trim``), a secret manager's: 1Password's ``op://``, Vault's ``vault:``, AWS's
 # ARNs, Azure Key Vault's ``@Microsoft.KeyVault(``), a placeholder (``<key>``, ``YOUR_KEY``, ``OPENAI_KEY_HERE``), a
 # call, a subscript or an attribute access (``genai.Client(``, ``request.headers[``, ``settings.api_key``)
 _PLACEHOLDER = re.compile(
@@ -67,7 +67,7 @@ _SECRET_WORDS = frozenset(
 def names_a_secret(value: str) -> bool:
     """A variable's or an environment variable's name (``_VARIABLE``) that says it holds a secret (``api_key``,
     ``consumer_secret``, ``apiKey``, ``LETTA_API_KEY``, ``GITHUB_TOKEN``): code or a reference that names one, when it
-    is not in quotes (``_spans``: a quoted literal is a value). Each of its words has two letters or more (a random
+    is not in quotes (``secret_scan._spans``: a quoted literal is a value). Each of its words has two letters or more (a random
     string of letters does not part so); ``ABCDEFGH_IJKLMNOP`` names nothing."""
     if _VARIABLE.fullmatch(value) is None:
         return False

@@ -5,10 +5,14 @@ about the process itself (signals, exit on a closed pipe, the stdio transport, r
 keep their subprocess: this is for tests of what a command does and says.
 
 What a process would give each run, and this gives it too: its own environment (``env`` as given, nothing else
-from ``TIERMEM_*``), working directory, ``sys.argv``, stdin/stdout/stderr (bytes underneath, utf-8 text on top),
-root logging as ``main`` sets it up (the handler it adds is removed after), ``SIGINT``/``SIGTERM`` handlers put
-back, and the ``atexit`` work the run registered done at its "exit" (stderr still captured, as a process would
-print it) rather than at the end of the test session.
+from ``TIERMEM_*``; what the run sets in ``os.environ`` itself is undone after), working directory, temporary
+directory (``tempfile`` reads ``TMPDIR`` of ``env`` afresh, as a new process would), ``sys.argv``,
+stdin/stdout/stderr (bytes underneath, utf-8 text on top), root logging as ``main`` sets it up (the handler it adds
+is removed after), ``SIGINT``/``SIGTERM`` handlers put back, and the ``atexit`` work the run registered done at its
+"exit" (stderr still captured, as a process would print it) rather than at the end of the test session.
+
+Not for ``serve``: a serving process sets its heap up (malloc arenas, mmap threshold, a trimming thread) for the
+whole process, which a test process must not get; a test of ``serve`` starts a process.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -77,12 +82,14 @@ def run_cli(
     }
     saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     threads_before = set(threading.enumerate())
+    saved_env = dict(os.environ)
     with pytest.MonkeyPatch.context() as mp, _exit_work() as at_exit:
         for name in list(os.environ):
             if name not in env:
                 mp.delenv(name)
         for name, value in env.items():
             mp.setenv(name, value)
+        mp.setattr(tempfile, "tempdir", None)  # read from TMPDIR (or its default) again, not this process's choice
         mp.chdir(cwd)
         mp.setattr(sys, "argv", ["tiermem", *args])
         mp.setattr(sys, "stdin", inp)
@@ -118,6 +125,9 @@ def run_cli(
                     lg.setLevel(saved_levels.get(name, logging.NOTSET))
             for s, h in saved_signals.items():
                 signal.signal(s, h)
+    for name in set(os.environ) - set(saved_env):  # set by the run itself (e.g. LANCEDB_LOG): gone, as at its exit
+        del os.environ[name]
+    os.environ.update(saved_env)
     return subprocess.CompletedProcess(
         ["tiermem", *args], code, out_bytes.getvalue().decode("utf-8"), err_bytes.getvalue().decode("utf-8")
     )

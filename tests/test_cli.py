@@ -12,20 +12,15 @@ import pytest
 
 from tiermem.cli.main import build_parser
 
+from .cli_inproc import run_cli
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
 
 
 def tiermem(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=server_env(tmp_path, **env),
-        timeout=120,
-        check=False,
-    )
+    """``tiermem *args`` on ``tmp_path / "data"``, in this process (``run_cli``: what a command does and says); the
+    tests of ``serve`` and of a shell running README's lines start processes."""
+    return run_cli(*args, "--data-dir", str(tmp_path / "data"), env=server_env(tmp_path, **env))
 
 
 def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,16 +18,26 @@ from tiermem.domain.maintenance import doctor
 from tiermem.domain.memory import Memory
 from tiermem.embedding.embedders import packaged_minilm_files
 
+from .cli_inproc import run_cli
 from .conftest import PYTHON, ROOT
 from .test_transports import free_port, server_env, wait_for_port
 
 
 def run(
-    tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None, data: Path | None = None
+    tmp_path: Path,
+    *args: str,
+    model: str = "hashing",
+    env: dict[str, str] | None = None,
+    data: Path | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    data = data or tmp_path / "data"
+    """``tiermem *args`` on ``data`` (``tmp_path / "data"``) with ``model``: in this process (``run_cli``) unless
+    ``process`` asks for a real ``python -m tiermem`` (another process holding a lock, a fresh interpreter's imports)."""
+    full = [*args, "--data-dir", str(data or tmp_path / "data"), "--embedding-model", model]
+    if not process:
+        return run_cli(*full, env=server_env(tmp_path, **(env or {})))
     return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(data), "--embedding-model", model],
+        [PYTHON, "-m", "tiermem", *full],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -136,7 +146,7 @@ def test_doctor_says_rows_are_being_embedded_while_another_process_embeds_them(t
     row |= {"content": "x", "tags": [], "text": "x", "created_us": 0, "vector": None}
     m.archive.store.rows.add_rows("passages", [row])
     with m.archive.store.conn.embedding():  # this process embeds; doctor is another
-        busy = run(tmp_path, "doctor")
+        busy = run(tmp_path, "doctor", process=True)
     assert busy.returncode == 0, busy.stdout
     assert "[ok ] passages index: 1 rows, 1 without vectors (another tiermem process is embedding them" in busy.stdout
     assert "1 being stored now by another tiermem process: docs/guide.md" in busy.stdout
@@ -185,15 +195,19 @@ def test_a_new_store_refuses_a_model_it_could_not_load(tmp_path: Path) -> None:
         ("hashng", "Unknown embedding model 'hashng'"),
     ]:
         for args in (["remember", "Ada drinks tea"], ["serve"]):
-            refused = subprocess.run(
-                [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                env=server_env(tmp_path),
-                stdin=subprocess.DEVNULL,
-                timeout=300,
-            )
+            full = [*args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model]
+            if args[0] == "serve":  # a process: were it not refused, it would serve (and set up its heap) here
+                refused = subprocess.run(
+                    [PYTHON, "-m", "tiermem", *full],
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                    env=server_env(tmp_path),
+                    stdin=subprocess.DEVNULL,
+                    timeout=300,
+                )
+            else:
+                refused = run_cli(*full, env=server_env(tmp_path))
             assert refused.returncode == 1 and said in refused.stderr, refused.stderr
             assert not (tmp_path / "data").exists()
     made = run(tmp_path, "remember", "Ada drinks tea")  # the model loads: the store is made
@@ -234,14 +248,7 @@ def test_doctor_names_reembed_for_a_store_of_a_model_that_does_not_load(tmp_path
 
     Store(str(tmp_path / "data" / "db"), embedding_model="BAAI/bge-small-en-v1.5", embedding_dim=384)
     env = {k: v for k, v in server_env(tmp_path).items() if k != "TIERMEM_EMBEDDING_MODEL"}
-    done = subprocess.run(
-        [PYTHON, "-m", "tiermem", "doctor", "--json", "--data-dir", str(tmp_path / "data")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    done = run_cli("doctor", "--json", "--data-dir", str(tmp_path / "data"), env=env)
     model = {c["check"]: c for c in json.loads(done.stdout)["checks"]}["embedding model"]
     assert done.returncode == 1 and model["ok"] is False
     assert "tiermem reembed --embedding-model default" in model["fix"] and "allow_download" in model["fix"]
@@ -304,7 +311,7 @@ def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:
     (fake / "model.onnx").write_bytes(b"not a model")
     open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"), start_embedder=False)
     path = os.pathsep.join([str(tmp_path / "site"), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
-    out = run(tmp_path, "doctor", "--json", model="default", env={"PYTHONPATH": path})
+    out = run(tmp_path, "doctor", "--json", model="default", env={"PYTHONPATH": path}, process=True)
     report = json.loads(out.stdout)
     assert out.returncode == 1 and report["healthy"] is False, out.stderr[-2000:]
     model = next(c for c in report["checks"] if c["check"] == "embedding model")

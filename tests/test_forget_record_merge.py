@@ -14,8 +14,8 @@ import pytest
 from tiermem.base.errors import StoreError
 from tiermem.core import forget_record
 from tiermem.core.bucket import Bucket, Listed, Stored
-from tiermem.core.object_layout import dumps, loads
 from tiermem.core.forget_record import MERGE_AT, PREFIX, merge, object_keys, object_record, object_remove
+from tiermem.core.object_layout import dumps, loads
 
 
 class Watched:

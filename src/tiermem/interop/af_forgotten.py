@@ -153,11 +153,14 @@ def forgotten_meanwhile(
     found = match(late, plans, agent_ids, digest, imported_before(memory, plans, digest))
     counts = {"message(s)": 0, "passage row(s)": 0}
     for n, agent_id in enumerate(agent_ids):
-        targets = [("message", stable_id("message", digest, agent_id, m)) for m in sorted(found.messages.get(n, ()))]
-        targets += [("passage", passage_ids[n][j]) for j in sorted(found.passages.get(n, ()))]
-        for kind, ident in targets:
+        targets = [
+            Target("message", agent_id, stable_id("message", digest, agent_id, m))
+            for m in sorted(found.messages.get(n, ()))
+        ]
+        targets += [Target("passage", agent_id, passage_ids[n][j]) for j in sorted(found.passages.get(n, ()))]
+        for target in targets:
             try:
-                done = forget(memory, Target(kind, agent_id, ident))
+                done = forget(memory, target)
             except NotFoundError:
                 continue  # not there (nothing was done): the forget meanwhile took it already
             counts["message(s)"] += done.messages

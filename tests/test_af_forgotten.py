@@ -10,10 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tiermem.base.config import load_settings
 from tiermem.domain.factory import open_memory
 from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
+from tiermem.interop import agentfile
 
 from .test_agentfile_roundtrip import LETTA
 from .test_forget_record import cli
@@ -131,4 +134,49 @@ def test_a_letta_file_imported_again_under_another_name_leaves_out_what_was_forg
     assert again is not None
     contents = [m.content for m in memory.archive.rows.messages_of(again.id)]
     assert victim.content not in contents and len(contents) == len(first) - 1
+    memory.core.close()
+
+
+def test_a_forget_running_during_an_import_is_not_undone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another forget lands after the import read the forget record, before it writes (interleaved at the import's
+    check of its agents): what the import wrote of it is forgotten again, with a note, as a backup's restore does."""
+    data = tmp_path / "data"
+    common = ["--data-dir", str(data), "--embedding-model", "hashing"]
+    memory = _open(data)
+    agent = memory.create_agent("work", system="You help.")
+    memory.archival_insert(agent.id, "the office opens at nine", None)
+    gone_p = memory.archival_insert(agent.id, "the vault code is 4711", ["vault"]).stored[0]
+    logged = memory.conversation_log(
+        agent.id,
+        [{"role": "user", "content": "remember 4711 for the vault"}, {"role": "assistant", "content": "noted"}],
+    ).stored
+    memory.core.close()
+    exported = tmp_path / "work.af"
+    cli(["export", "work", "-o", str(exported), *common])
+    real = agentfile._check_agents
+    landed: list[int] = []
+
+    def forget_then_check(memory: Memory, *args: Any) -> None:
+        assert memory.core.forgotten_keys() == set()  # the import read the record: nothing in it yet
+        forget(memory, Target("passage", agent.id, gone_p))
+        forget(memory, Target("message", agent.id, logged[0].id))
+        landed.append(1)
+        real(memory, *args)
+
+    monkeypatch.setattr(agentfile, "_check_agents", forget_then_check)
+    _out, err = cli(["import", str(exported), "--rename", "copy", *common])
+    assert landed == [1]
+    assert "left out what was forgotten here" not in err  # the record was empty when the import read it
+    assert (
+        "a forget ran while this import did: what it forgot and the import wrote was forgotten again (1 message(s), "
+        "1 passage row(s);"
+    ) in err, err
+    memory = _open(data)
+    messages, passages = _contents(memory, "copy")
+    assert messages == {"noted"} and passages == {"the office opens at nine"}
+    copy = memory.core.find_agent("copy")
+    assert copy is not None
+    rows = memory.archive.rows.backup_rows("messages", vectors=False)
+    texts = [r["text"] for r in rows if r["agent_id"] == copy.id]
+    assert texts and not any("4711" in t for t in texts)  # the next turn's keyword text quotes it no more
     memory.core.close()

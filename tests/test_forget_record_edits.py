@@ -63,6 +63,32 @@ def test_a_rollback_keeps_what_a_forget_of_a_text_edited(memory: Memory, tmp_pat
     assert memory.core.get_agent(agent.id).system == edited
 
 
+def test_an_agent_deleted_after_a_forget_of_a_text_gets_the_default_system_prompt_back(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """The backup's system prompt predates a ``forget --text`` that edited it, and the agent was deleted since: the
+    record holds no text to edit out of the backup's, so the agent is restored with the default system prompt, with
+    a note; ``--include-forgotten`` restores the backup's. An agent the forget did not edit keeps the backup's."""
+    work = memory.create_agent("work", system=f"You help. The vault code is {SECRET}.")
+    other = memory.create_agent("other", system="You help others.")
+    before = export(memory, tmp_path / "before.jsonl")
+    assert forget(memory, Target("text", None, SECRET), now=True).prompts == ["work"]
+    memory.delete_agent(work.id)
+    memory.delete_agent(other.id)
+
+    report = restore(memory, before)
+    assert memory.get_agent("work").system == memory.default_system
+    assert memory.get_agent("other").system == "You help others."
+    said = [n for n in report["notes"] if "default system prompt" in n]
+    assert len(said) == 1 and said[0].startswith("agent(s) 'work': the backup's system prompt predates"), report
+    assert SECRET not in json.dumps(message_rows(memory)) + memory.get_agent("work").system
+
+    memory.delete_agent(memory.get_agent("work").id)
+    report = restore(memory, before, include_forgotten=True)
+    assert memory.get_agent("work").system == f"You help. The vault code is {SECRET}."
+    assert not any("default system prompt" in n for n in report["notes"]), report["notes"]
+
+
 def test_a_forget_running_during_a_restore_is_not_undone(memory: Memory, tmp_path: Path) -> None:
     """Another process's forget lands after the restore read the record: what the restore wrote back of it is
     forgotten again, and the restore says so."""

@@ -15,6 +15,7 @@ from tiermem.base.errors import StoreError
 from tiermem.core import forget_record
 from tiermem.core.bucket import Bucket, Listed, Stored
 from tiermem.core.forget_record import MERGE_AT, PREFIX, merge, object_keys, object_record, object_remove
+from tiermem.core.object_layout import dumps, loads
 
 
 class Watched:
@@ -147,3 +148,62 @@ def test_a_merge_that_fails_leaves_the_forget_recorded_and_done(caplog: pytest.L
     object_record(bucket, [_key(100)])  # the next forget merges
     assert _objects(bucket) == 1
     assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99), _key(100)}
+
+
+def _run_out(bucket: Bucket) -> None:
+    """The forget record's lease runs out: its holder's renewals did not get through (it still names its holder)."""
+    stored = bucket.get(forget_record.FORGOTTEN_LEASE)
+    assert stored is not None
+    ran_out = dumps({**loads(stored.data, "lease"), "until_us": 0})
+    assert bucket.replace(forget_record.FORGOTTEN_LEASE, ran_out, stored.etag) is not None
+
+
+def test_keys_taken_out_while_a_merge_s_lease_ran_out_stay_out() -> None:
+    """A merge whose lease ran out (its renewals did not get through) while keys were taken out (an import with
+    ``--include-forgotten``, holding the lease it could take over): the merged object it then writes holds a key
+    taken out meanwhile, so it deletes that object instead of the ones merged into it; the key stays out."""
+    bucket = Bucket("memory://merge-lapsed")
+    for n in range(MERGE_AT - 1):
+        object_record(bucket, [_key(n)])
+    merger = Watched(bucket)
+
+    def lease_runs_out_and_keys_are_taken_out() -> None:
+        # after the merge read every object (CREATE 1: the forget's object, 2: the lease, 3: the merged object)
+        _run_out(bucket)
+        assert object_remove(bucket, [_key(1)]) == 1
+
+    merger.before[("CREATE", 3)] = lease_runs_out_and_keys_are_taken_out
+    assert object_record(merger, [_key(99)]) == 1
+    assert merger.calls["CREATE"] == 3  # the merge ran, and lost its lease while it did
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99)} - {_key(1)}
+    object_record(bucket, [_key(100)])  # the next forget merges, without the key taken out
+    assert _objects(bucket) == 1
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99), _key(100)} - {_key(1)}
+
+
+class WatchedWrites(Watched):
+    """``Watched``, its DELETEs counted and hooked too."""
+
+    def delete(self, path: str) -> None:
+        self._call("DELETE")
+        self.bucket.delete(path)
+
+
+def test_keys_taken_out_while_the_remover_s_lease_ran_out_stay_out() -> None:
+    """The remover's lease runs out after it listed the record; a forget merges meanwhile (taking the lease), so the
+    merged object holds the key the remover is taking out of an object the merge deleted: the remover, its lease
+    gone, takes it again and takes the key out of the merged object."""
+    bucket = Bucket("memory://remove-lapsed")
+    for n in range(MERGE_AT - 1):
+        object_record(bucket, [_key(n)])
+    remover = WatchedWrites(bucket)
+
+    def lease_runs_out_and_a_forget_merges() -> None:  # before the remover deletes the object holding only the key
+        _run_out(bucket)
+        object_record(bucket, [_key(99)])  # the MERGE_AT-th object: merged into one
+        assert _objects(bucket) == 1
+
+    remover.before[("DELETE", 1)] = lease_runs_out_and_a_forget_merges
+    object_remove(remover, [_key(1)])
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99)} - {_key(1)}
+    assert remover.calls["LIST"] == 2  # listed again once its lease was taken again

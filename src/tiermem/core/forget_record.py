@@ -14,7 +14,11 @@ time made, never its text).
   lists and reads them; an object gone between the listing and its read (merged meanwhile) sends it to list again, for
   the merged object. So a restore reads 1 LIST and at most ``MERGE_AT - 1`` GETs, whatever the number of forgets (more
   only after merges skipped or failed, until the next forget merges). Taking keys out (``object_remove``) holds the
-  same lease (waiting for it), so a merge never writes back keys taken out meanwhile.
+  same lease (waiting for it), so a merge never writes back keys taken out meanwhile: a merge whose lease ran out
+  (renewals that did not get through) checks, once its merged object is written, that the lease still names it; if
+  not (keys may have been taken out since it read them), it deletes its merged object, not the ones it read. A
+  remover that takes the lease after that check lists the merged object and takes the keys out of it too; a remover
+  whose own lease ran out takes it again and takes the keys out again from a new listing.
 
 A key is a 64-character digest, or (a forget's edit of a system prompt) a digest, ``@`` and the forget's time.
 """
@@ -79,18 +83,21 @@ def object_record(bucket: Bucket, keys: Collection[str]) -> int:
     bucket.create(f"{PREFIX}{new_id('forget')}.json", data)
     try:  # upkeep, never the forget's failure (refused, it would leave its keys naming rows still here)
         if len(bucket.list(PREFIX)) >= MERGE_AT:
-            with Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS).held() as mine:
+            lease = Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS)
+            with lease.held() as mine:
                 if mine:  # else another merges or takes keys out: the next forget merges
-                    merge(bucket)
+                    merge(bucket, lease)
     except StoreError as exc:  # what was merged is whole at every step (merged object first): the next forget merges
         log.warning("could not merge the forget record's objects (the next forget tries again): %s", exc)
     return len(set(keys))
 
 
-def merge(bucket: Bucket) -> int:
+def merge(bucket: Bucket, lease: Lease | None = None) -> int:
     """Merge every object of the record into one new object: created first, then the objects it holds deleted (so
     no key is ever absent from the record's listing). Returns how many objects were merged in. Called under
-    ``FORGOTTEN_LEASE``; two merges at once (a lease run out) still lose nothing: each writes what it read."""
+    ``FORGOTTEN_LEASE`` (``lease``); two merges at once (a lease run out) still lose nothing: each writes what it
+    read. A merge that no longer holds ``lease`` once its object is written deletes that object instead (keys may
+    have been taken out since it read them: ``object_remove``), and returns 0."""
     read: list[str] = []
     found: set[str] = set()
     forgot = 0
@@ -104,7 +111,12 @@ def merge(bucket: Bucket) -> int:
     if len(read) < 2:
         return 0
     data = json.dumps({"keys": sorted(found), "forgot_us": forgot, "merged": len(read)}).encode()
-    bucket.create(f"{PREFIX}{new_id('forget')}.json", data)
+    merged = f"{PREFIX}{new_id('forget')}.json"
+    bucket.create(merged, data)
+    if lease is not None and not lease.still_held():  # taken over: what it read may hold keys taken out since
+        bucket.delete(merged)
+        log.warning("the forget record's merge lost its lease while it ran; left to the next forget")
+        return 0
     for path in read:
         bucket.delete(path)
     return len(read)
@@ -135,11 +147,20 @@ def object_keys(bucket: Bucket) -> set[str]:
 
 def object_remove(bucket: Bucket, keys: Collection[str], tries: int = 5) -> int:
     """Take ``keys`` out of every object holding any (an object left with none is deleted): each rewritten only if
-    unchanged since read (``If-Match``), read again otherwise; under ``FORGOTTEN_LEASE`` (no merge meanwhile)."""
-    with Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS).waiting(
-        FORGOTTEN_SECONDS * 1.5, doing="merging the forget record's objects"
-    ):
-        return _remove(bucket, set(keys), bucket.list(PREFIX), tries)
+    unchanged since read (``If-Match``), read again otherwise; under ``FORGOTTEN_LEASE`` (no merge meanwhile). When
+    the lease ran out meanwhile (a merge may have taken it and written back a key read before it went), taken again
+    and done again from a new listing. Returns how many keys were taken out of objects."""
+    lease, removed = Lease(bucket, FORGOTTEN_LEASE, FORGOTTEN_SECONDS), 0
+    for _ in range(tries):
+        with lease.waiting(FORGOTTEN_SECONDS * 1.5, doing="merging the forget record's objects"):
+            removed += _remove(bucket, set(keys), bucket.list(PREFIX), tries)
+            if lease.still_held():
+                return removed
+        log.warning("the lease %s ran out while keys were taken out of the forget record: again", FORGOTTEN_LEASE)
+    raise StoreError(
+        f"The lease of the forget record ({bucket.uri}/{FORGOTTEN_LEASE}) kept running out while keys were taken out "
+        "of it (the store did not answer its renewals); run the import again."
+    )
 
 
 def _remove(bucket: Bucket, gone: set[str], listed: list[Listed], tries: int) -> int:

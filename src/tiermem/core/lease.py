@@ -97,6 +97,10 @@ class Lease:
             return None
         return stored.etag
 
+    def still_held(self) -> bool:
+        """True if the lease still names this holder (nobody took it over since: one that does takes it after)."""
+        return self._still_mine() is not None
+
     def holder_note(self) -> str:
         """Who holds the lease now and until when, as its holder said (for a person)."""
         stored = self.bucket.get(self.path)

@@ -15,8 +15,10 @@ before it) and an agent's system prompt. Those edits are recorded too: ``retext_
 ``system_key`` per system prompt edited (the digest of the agent's id and creation time, and the moment of the forget,
 in the clear: when the backup's copy predates it). A restore writes a recorded message with its keyword text made again
 from the backup's turns left before it (``forget_restore.retext``), and an agent whose backup copy predates a forget's edit of its
-system prompt with the system prompt it has here (``systems``; an agent deleted here since keeps the backup's: the
-record holds no text to take out of it).
+system prompt with the system prompt it has here (``systems``); an agent deleted here since gets the default system
+prompt instead of the backup's (``default_system``; named in ``Left.prompts``): the record holds no text to take out
+of the backup's, and forgetting errs toward forgetting. (Nor does it hold a digest of the forgotten text: one short
+text's digest is tried against every candidate text quickly, a phone number's in seconds.)
 ``--include-forgotten`` restores them and takes their keys out of the record (an agent forgotten whole: the keys of
 its rows restored too). A backup (format 6 on) carries the record's keys (``FORGOTTEN`` records, digests only), and a restore without
 ``--include-forgotten`` adds them to the target's record before it writes anything, so an older backup restored there
@@ -92,16 +94,21 @@ class Left:
     edits: set[str] = field(default_factory=set)  # the record's keys of rows a forget edited, the backup holds
     retexted: set[str] = field(default_factory=set)  # ids of the messages whose keyword text a forget wrote again
     gone: set[str] = field(default_factory=set)  # ids of the messages, passages and blocks left out
+    prompts: list[str] = field(default_factory=list)  # agents restored with the default system prompt (``_edited``)
 
     def anything(self) -> bool:
         return bool(self.keys)
 
 
 def left_out(
-    rows: Mapping[str, Sequence[dict[str, Any]]], record: set[str], systems: Mapping[str, str] | None = None
+    rows: Mapping[str, Sequence[dict[str, Any]]],
+    record: set[str],
+    systems: Mapping[str, str] | None = None,
+    default_system: str = "",
 ) -> Left:
     """The backup's ``rows`` without what ``record`` (the core's forget record) names, and with the rows a forget
-    edited as it left them (``systems``: the system prompt of each agent here); see the module's docstring."""
+    edited as it left them (``systems``: the system prompt of each agent here; an agent not here gets
+    ``default_system``; without ``systems``, the system prompts are left as they are); see the module's docstring."""
     out = {t: list(found) for t, found in rows.items()}
     if not record:
         return Left(out)
@@ -127,11 +134,19 @@ def left_out(
     out["block_history"] = [r for r, _k in history if str(r["key"]) not in forgotten]
     if forgotten:
         _roll_back_blocks(out, forgotten, left)
-    _edited(out, record, left, systems or {})  # after the forgotten turns are left out: the rest is made again without
+    _edited(
+        out, record, left, systems, default_system
+    )  # after the forgotten turns are left out: the rest is made again without
     return left
 
 
-def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, systems: Mapping[str, str]) -> None:
+def _edited(
+    out: dict[str, list[dict[str, Any]]],
+    record: set[str],
+    left: Left,
+    systems: Mapping[str, str] | None,
+    default_system: str,
+) -> None:
     """The rows of ``out`` a forget edited, as it left them: see the module's docstring."""
     edits = system_edits(record)
     agents = []
@@ -139,8 +154,11 @@ def _edited(out: dict[str, list[dict[str, Any]]], record: set[str], left: Left, 
         digest = key("system", str(r["id"]), int(r["created_us"]))
         if digest in edits:
             left.edits.add(f"{digest}@{edits[digest]}")
-            if int(r["updated_us"]) < edits[digest] and str(r["id"]) in systems:
-                r = {**r, "system": systems[str(r["id"])], "updated_us": edits[digest]}  # as of the forget's edit
+            if systems is not None and int(r["updated_us"]) < edits[digest]:  # the backup's predates the forget's edit
+                here = systems.get(str(r["id"]))
+                if here is None:  # deleted here since: no text to edit the forgotten one out of the backup's with
+                    left.prompts.append(str(r["name"]))
+                r = {**r, "system": default_system if here is None else here, "updated_us": edits[digest]}
         agents.append(r)
     out["agents"] = agents
     retexted = {str(r["id"]) for r in out["messages"] if retext_key(str(r["id"]), int(r["created_us"])) in record}
@@ -217,4 +235,17 @@ def note(left: Left, *, included: bool) -> list[str]:
     return [
         f"left out what was forgotten here (`tiermem forget`): {what}. To restore it too, run the import again with "
         "--include-forgotten"
+    ]
+
+
+def prompts_note(left: Left) -> list[str]:
+    """What a restore said of the agents it gave the default system prompt (``Left.prompts``), or nothing."""
+    if not left.prompts:
+        return []
+    names = ", ".join(repr(a) for a in sorted(left.prompts))
+    return [
+        f"agent(s) {names}: the backup's system prompt predates a `tiermem forget --text` that edited the text out of "
+        "it here, and the agent was deleted since: restored with the default system prompt instead (the forget record "
+        "holds no text to edit out of the backup's). Set it again with `tiermem agents set NAME --system TEXT`, or "
+        "run the import again with --include-forgotten to restore the backup's as it is"
     ]

@@ -17,6 +17,10 @@ are new on every import), a message of another file whose ``id`` is not tiermem'
 another name once the agent it was first imported as was deleted or renamed, an agent forgotten whole (its rows have
 no keys of their own), block versions, and the edits of ``forget --text`` (the keyword text of turns, a system prompt:
 an agent file holds no keyword text, and the system prompt is the file's).
+
+A forget running while the import does (another process, or the inspector) is not undone by it: the import reads the
+record again once it has written (``forgotten_meanwhile``, as a backup's restore does) and forgets again each row it
+wrote that the keys recorded since name, as ``tiermem forget`` forgets a row (the later turns' keyword text too).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import NotFoundError
 from ..base.records import stable_id, to_us
 from ..domain.archive import parse_bound
 from ..domain.forget_record import Left, key, note
+from ..domain.forgetting import Target, forget
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -107,17 +113,62 @@ def leave_out(plans: list[AgentPlan], found: Matched) -> None:
         p.links = [(a, b, t) for a, b, t in p.links if a not in gone and b not in gone]
 
 
-def apply(
-    memory: Memory, plans: list[AgentPlan], agent_ids: list[str], digest: str, *, include: bool
-) -> tuple[list[str], set[str]]:
-    """Leave out of ``plans`` what the forget record names (unless ``include``). The notes saying so, and the keys
-    to take out of the record once the import wrote them (``include``)."""
+@dataclass
+class Applied:
+    """What ``apply`` did: its ``notes``, the keys to take out of the record once the import wrote them
+    (``restored``: ``--include-forgotten``) and the ``record`` as it read it (``forgotten_meanwhile`` compares)."""
+
+    notes: list[str]
+    restored: set[str]
+    record: set[str]
+
+
+def apply(memory: Memory, plans: list[AgentPlan], agent_ids: list[str], digest: str, *, include: bool) -> Applied:
+    """Leave out of ``plans`` what the forget record names (unless ``include``)."""
     record = memory.core.forgotten_keys()
     found = match(record, plans, agent_ids, digest, imported_before(memory, plans, digest) if record else None)
     if not found.keys:
-        return [], set()
+        return Applied([], set(), record)
     if not include:
         leave_out(plans, found)
     said = Left(rows={}, counts={"passages": found.count("passages"), "messages": found.count("messages")})
     said.keys = found.keys
-    return note(said, included=include), (found.keys if include else set())
+    return Applied(note(said, included=include), found.keys if include else set(), record)
+
+
+def forgotten_meanwhile(
+    memory: Memory,
+    plans: list[AgentPlan],
+    agent_ids: list[str],
+    digest: str,
+    record: set[str],
+    passage_ids: list[list[str]],
+) -> list[str]:
+    """Forget again what the import of ``plans`` wrote (each as ``agent_ids``' agent; ``passage_ids``: per plan, the
+    id each of its passages was written with) that a forget running meanwhile recorded: the keys in the record now
+    and not in ``record`` (read when the import began). A note saying so, or none."""
+    late = memory.core.forgotten_keys() - record
+    if not late:
+        return []
+    found = match(late, plans, agent_ids, digest, imported_before(memory, plans, digest))
+    counts = {"message(s)": 0, "passage row(s)": 0}
+    for n, agent_id in enumerate(agent_ids):
+        targets = [
+            Target("message", agent_id, stable_id("message", digest, agent_id, m))
+            for m in sorted(found.messages.get(n, ()))
+        ]
+        targets += [Target("passage", agent_id, passage_ids[n][j]) for j in sorted(found.passages.get(n, ()))]
+        for target in targets:
+            try:
+                done = forget(memory, target)
+            except NotFoundError:
+                continue  # not there (nothing was done): the forget meanwhile took it already
+            counts["message(s)"] += done.messages
+            counts["passage row(s)"] += done.passages
+    if not any(counts.values()):
+        return []
+    said = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+    return [
+        f"a forget ran while this import did: what it forgot and the import wrote was forgotten again ({said}; gone "
+        "from search now, from the store's files at the next upkeep: `tiermem optimize`)"
+    ]

@@ -724,10 +724,9 @@ def apply_plans(
     report.notes += _skip_named_credentials(memory, list(folder_plans.values()), [p for p, _, _ in todo])
     for key, plan in folder_plans.items():
         targets[key] = _resolve_folder(memory, plan, digest, taken)
-    forgotten, restored = af_forgotten.apply(
-        memory, [p for p, _, _ in todo], [a for _, a, _ in todo], digest, include=include_forgotten
-    )
-    report.notes += forgotten
+    plans_written, agent_ids = [p for p, _, _ in todo], [a for _, a, _ in todo]
+    forgotten = af_forgotten.apply(memory, plans_written, agent_ids, digest, include=include_forgotten)
+    report.notes += forgotten.notes
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     _check_agents(memory, todo, targets, digest, namespace)  # nothing is written when an agent would be refused
     total = sum(len(p.messages) + len(p.passages) + len(p.blocks) for p, _, _ in todo)
@@ -740,12 +739,18 @@ def apply_plans(
         for _, _, existing in todo:
             if existing is not None:
                 memory.delete_agent(existing.id)
-        for p, agent_id, _ in todo:
+        passage_ids = [
             _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets, redacted)
+            for p, agent_id, _ in todo
+        ]
     finally:
         progress.close()
-    if restored:  # written: no longer forgotten (forget them again to forget them)
-        memory.core.unrecord_forgotten(restored)
+    if forgotten.restored:  # written: no longer forgotten (forget them again to forget them)
+        memory.core.unrecord_forgotten(forgotten.restored)
+    # a forget that ran meanwhile (recorded after the record was read above): what it names is forgotten again
+    report.notes += af_forgotten.forgotten_meanwhile(
+        memory, plans_written, agent_ids, digest, forgotten.record, passage_ids
+    )
     report.notes += redacted.notes()
     return report
 
@@ -761,7 +766,8 @@ def _write_agent(
     folders: dict[str, Folder],
     targets: dict[str, _Target],
     redacted: Redactions,
-) -> None:
+) -> list[str]:
+    """Write one agent of the file; returns the id each of its passages was written with (its first chunk's)."""
     archive = memory.archive
     for ref, spec in p.blocks:
         # keyed by the import's first agent name too: the same file imported under --rename gets its own blocks
@@ -844,6 +850,7 @@ def _write_agent(
     if letta_passthrough.summary(p.kept):
         report.kept[p.name] = letta_passthrough.summary(p.kept)
     report.notes.extend(p.notes)
+    return passage_ids
 
 
 def _agent_metadata(

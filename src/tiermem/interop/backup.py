@@ -311,8 +311,10 @@ def import_backup(
     carried = set() if include_forgotten else backup.forgotten - record  # forgotten where the backup was made
     record = record | carried
     systems = forget_restore.systems_here(memory, record)  # as a forget left them (before any agent is replaced)
+    prompts: list[str] = []  # the note naming the agents given the default system prompt (``forget_record``)
     if not include_forgotten:  # the backup as if it had been made after the forgets
-        left = forget_record.left_out(backup.rows, record, systems)
+        left = forget_record.left_out(backup.rows, record, systems, memory.default_system)
+        prompts = forget_record.prompts_note(left)
         forget_restore.retext(left)
         backup = replaced(backup, rows=left.rows, **forget_record.of_the_rest(left, backup.links, backup.uses))
     rows = backup.rows
@@ -334,7 +336,7 @@ def import_backup(
     # what is left out (of every agent: a kept one's too), or restored (not a kept agent's: nothing of it is written)
     forgotten = forget_record.left_out(_without(whole.rows, kept) if include_forgotten else whole.rows, record)
     if notes is not None:
-        notes += forget_record.note(forgotten, included=include_forgotten)
+        notes += forget_record.note(forgotten, included=include_forgotten) + prompts
     links = {a: found for a, found in links.items() if a not in kept}
     uses = [u for u in backup.uses if u.agent_id not in kept]
     name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")

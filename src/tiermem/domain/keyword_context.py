@@ -23,10 +23,10 @@ forget wrote it), and the store is not marked, so the next run looks at it again
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..base.records import from_us
 from .archive import context_of, passes_on, shape_message
@@ -39,32 +39,72 @@ BATCH = 1000  # rows written under one hold of the lock forgetting takes
 _DATE = re.compile(r"(\d{2} [^\W\d_]+ \d{4})\.")  # the date ``shape_message`` starts a keyword text with
 
 
+class Turns(Sequence[str]):
+    """The ids ``order[start:stop]`` of one conversation's turns in their order, not copied: the turns after one run
+    of turns passing the context on share its ``order``, so ``contexts`` is linear in the turns however long a run
+    (each turn holding its own tuple of the run so far was quadratic: 7 GB for a run of 40,000 tool results). Equal
+    to any sequence of the same ids (a tuple, another ``Turns``)."""
+
+    __slots__ = ("order", "start", "stop")
+
+    def __init__(self, order: Sequence[str], start: int, stop: int) -> None:
+        self.order, self.start, self.stop = order, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        places = range(self.start, self.stop)[index]
+        return self.order[places] if isinstance(places, int) else tuple(self.order[i] for i in places)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.order[i] for i in range(self.start, self.stop))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Turns, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Turns({tuple(self)!r})"
+
+
 @dataclass(frozen=True)
 class Context:
     """What a turn's keyword text holds of the turns before it (``text``), and the turns it was made from (``turns``:
     from the last one that said something up to the turn before this one, by id)."""
 
     text: str
-    turns: tuple[str, ...]
+    turns: Turns
 
 
 def contexts(turns: Sequence[dict[str, Any]]) -> dict[str, Context]:
     """The context (``shape_message``'s ``previous``) of each of ``turns`` (``AgentRows.turns``) that follows a turn
     passing the context on, by id: its conversation's turns in their order (seq, then time), as forgetting reads them
-    (``forgetting._messages``). The other turns' keyword texts hold the turn just before them, as they always did."""
+    (``forgetting._messages``). The other turns' keyword texts hold the turn just before them, as they always did.
+    Linear in time and memory: the turns after one run share its conversation's ids (``Turns``)."""
     conversations: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in turns:
         conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(r)
     out: dict[str, Context] = {}
     for rows in conversations.values():
-        previous, passing = "", False
-        made_from: tuple[str, ...] = ()
-        for r in sorted(rows, key=lambda r: (r["seq"], r["created_us"])):
+        ordered = sorted(rows, key=lambda r: (r["seq"], r["created_us"]))
+        order = tuple(r["id"] for r in ordered)
+        previous, passing, first = "", False, 0  # first: where the turns the next context is made from start
+        for n, r in enumerate(ordered):
             if passing:
-                out[r["id"]] = Context(previous, made_from)
+                out[r["id"]] = Context(previous, Turns(order, first, n))
             passing = passes_on(r["role"], r["content"])
             previous = context_of(r["role"], r["content"], previous)
-            made_from = (*made_from, r["id"]) if passing else (r["id"],)
+            if not passing:
+                first = n
     return out
 
 
@@ -96,9 +136,12 @@ def recontext(archive: Archive) -> int:
 
     for start in range(0, len(ids), BATCH):
         batch = ids[start : start + BATCH]
+        runs = _runs([wanted[t].turns for t in batch])
         with rows.rewriting_texts():
-            now = {r["id"]: r for r in rows.turns_now([*{i for t in batch for i in (t, *wanted[t].turns)}])}
-            same = [t for t in batch if all(_same(first[i], now.get(i)) for i in (t, *wanted[t].turns))]
+            now = {
+                r["id"]: r for r in rows.turns_now([*dict.fromkeys([*batch, *(i for r in runs.values() for i in r)])])
+            }
+            same = _unchanged(batch, wanted, runs, first, now)
             left += len(batch) - len(same)
             written += rows.set_keyword_texts(same, text_of)
     if not left:
@@ -139,6 +182,36 @@ def check_contexts(memory: Any, check: Any) -> None:
         "only a tool's result held",
         "run `tiermem optimize` (it writes their keyword text anew)",
     )
+
+
+def _runs(spans: Sequence[Turns]) -> dict[tuple[int, int], Turns]:
+    """The longest of ``spans`` of each run (the turns after one run are made from a start of its turns), by run."""
+    longest: dict[tuple[int, int], Turns] = {}
+    for span in spans:
+        key = (id(span.order), span.start)
+        if key not in longest or len(span) > len(longest[key]):
+            longest[key] = span
+    return longest
+
+
+def _unchanged(
+    batch: Sequence[str],
+    wanted: dict[str, Context],
+    runs: dict[tuple[int, int], Turns],
+    first: dict[str, dict[str, Any]],
+    now: dict[str, dict[str, Any]],
+) -> list[str]:
+    """Those of ``batch`` whose turn and the turns its context is made from are as first read (``_same``): each run's
+    turns compared once, a turn's being a start of its run's (linear in the turns, however long a run)."""
+    kept = {}  # by run: how many of its turns, from its start, are as first read
+    for key, run in runs.items():
+        kept[key] = next((n for n, i in enumerate(run) if not _same(first[i], now.get(i))), len(run))
+    out = []
+    for t in batch:
+        span = wanted[t].turns
+        if _same(first[t], now.get(t)) and len(span) <= kept[(id(span.order), span.start)]:
+            out.append(t)
+    return out
 
 
 def _same(before: dict[str, Any], now: dict[str, Any] | None) -> bool:

@@ -47,7 +47,7 @@ def _turns(rnd: random.Random, n: int, passing: float) -> list[dict[str, Any]]:
                 "agent_id": rnd.choice(["a1", "a2"]),
                 "conversation_id": rnd.choice(["default", "c1", "c2"]),
                 "seq": rnd.randrange(n // 2 + 1),
-                "created_us": rnd.randrange(10**6),
+                "created_us": rnd.randrange(3),  # ties of seq and time too: kept in the order read
                 "role": rnd.choice(["user", "assistant"]) if says else rnd.choice(ROLES),
                 "content": rnd.choice(CONTENTS[3:5]) + f" {i}" if says else rnd.choice(CONTENTS),
             }

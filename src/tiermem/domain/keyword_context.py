@@ -40,11 +40,11 @@ BATCH = 1000  # rows written under one hold of the lock forgetting takes
 _DATE = re.compile(r"(\d{2} [^\W\d_]+ \d{4})\.")  # the date ``shape_message`` starts a keyword text with
 
 
-class Turns(Sequence[str]):
+class Turns:
     """The ids ``order[start:stop]`` of one conversation's turns in their order, not copied: the turns after one run
     of turns passing the context on share its ``order``, so ``contexts`` is linear in the turns however long a run
     (each turn holding its own tuple of the run so far was quadratic: 7 GB for a run of 40,000 tool results). Equal
-    to any sequence of the same ids (a tuple, another ``Turns``)."""
+    to a tuple of the same ids, or another ``Turns``; a sequence by its own methods (no base class)."""
 
     __slots__ = ("order", "start", "stop")
 

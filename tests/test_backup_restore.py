@@ -528,23 +528,44 @@ def test_a_use_record_of_a_memory_the_backup_lacks_is_refused(memory: Memory, tm
     assert stored(memory) == before and memory.uses.by_agent() == []
 
 
-@pytest.mark.parametrize("stored_as", [str, lambda us: us + 0.25])
-def test_a_block_restored_with_its_times_not_whole_numbers_can_be_edited(tmp_path: Path, stored_as: Any) -> None:
-    """A backup's block row whose version time is text or holds a fraction of a microsecond (a backup written by
-    hand, or by another tool) is read as the whole microsecond; an edit's compare-and-set on it (its version's number
-    and commit time) takes it as read, so the block does not stay unwritable ("being edited by other writers")."""
+CORE_ROW_DAMAGE = [
+    ("blocks", "version", "3"),
+    ("blocks", "limit", 2.5),
+    ("blocks", "version", True),
+    ("blocks", "updated_us", "1700000000000000"),  # a time as text, or a fraction of a microsecond: refused too
+    ("blocks", "updated_us", 1.7e15 + 0.25),
+    ("blocks", "read_only", "no"),  # read as true
+    ("block_history", "version", None),
+    ("block_history", "limit", "5000"),
+    ("attachments", "created_us", 12.0),
+    ("agents", "updated_us", "yesterday"),
+    ("conversations", "turns", "4"),
+    ("conversations", "start_seq", 0.5),
+]
+
+
+@pytest.mark.parametrize(("table", "field", "value"), CORE_ROW_DAMAGE)
+def test_a_core_row_whose_typed_field_holds_another_type_is_refused_before_writing(
+    memory: Memory, tmp_path: Path, table: str, field: str, value: object
+) -> None:
+    """A backup's block, history, attachment, agent or conversation-state row whose version, limit, count or time is
+    not a whole number (text, a float, a bool), or whose read_only is not true or false, is refused naming the line,
+    the row and the field, before anything is written (it was stored as it stood: "3" as text, 2.5 cut to 2 when
+    read, "no" read as true)."""
     src = old_machine(tmp_path)
+    work = src.get_agent("work").id
+    src.set_context_window(replace(src.context_window(work, "default"), turns=2, start_seq=1))  # a conversation state
     lines = export(src, tmp_path / "backup.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    changed = []
-    for line in lines:
-        record = json.loads(line)
-        if record["type"] == "blocks":
-            record["row"]["updated_us"] = stored_as(record["row"]["updated_us"])
-        changed.append(json.dumps(record) + "\n")
-    (tmp_path / "changed.jsonl").write_text("".join(changed), encoding="utf-8")
-    memory = fresh(tmp_path, "new")
-    restore(memory, tmp_path / "changed.jsonl")
-    agent = memory.get_agent("default").id
-    edited = memory.edit(agent, "human", Rethink("Name: Grace Hopper"))
-    assert memory.block(agent, "human").value == edited.value == "Name: Grace Hopper"
-    assert [v.version for v in memory.history(agent, "human")][:1] == [edited.version]
+    at = next(n for n, line in enumerate(lines) if json.loads(line)["type"] == table)
+    record = json.loads(lines[at])
+    record["row"][field] = value
+    key = record["row"]["key" if "key" in record["row"] else "id"]
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join([*lines[:at], json.dumps(record) + "\n", *lines[at + 1 :]]), encoding="utf-8")
+    before = stored(memory)
+    with pytest.raises(ValidationError) as refused:
+        restore(memory, damaged)
+    said = str(refused.value)
+    assert f"damaged.jsonl:{at + 1}: the {table} row {key!r} holds {field} = {value!r}, not " in said, said
+    assert "Nothing was written" in said
+    assert stored(memory) == before

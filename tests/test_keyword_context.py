@@ -198,3 +198,51 @@ def test_doctor_names_the_keyword_texts_optimize_has_not_rebuilt(settings: Setti
     checks.clear()
     keyword_context.check_contexts(memory, check)
     assert [c[:2] for c in checks] == [("keyword context", True)]
+
+
+def test_doctors_look_at_an_unmarked_store_holds_one_batch_of_rows(settings: Settings) -> None:
+    """``unrebuilt`` on an unmarked store scans the messages a batch at a time and keeps little of each: at most a
+    part of the contents as Python text at once (it read every turn's content in one list, then the keyword texts of
+    half of them), and the count it gives is the one comparing every turn's text with ``contexts`` gives."""
+    import tracemalloc
+
+    from tiermem.domain.keyword_context import contexts, unrebuilt, written_on
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    tool = TURNS[2][2]
+    for part in range(8):
+        exchanges = [
+            [("user", f"question {part}.{n}?", {"kind": "user"}), ("assistant", "", SEARCH), ("tool", RESULT, tool)]
+            + [("assistant", f"answer {part}.{n}", {"kind": "assistant"})]
+            for n in range(125)
+        ]
+        turns = [
+            {"role": r, "content": c, "payload": json.dumps(p), "conversation_id": f"c{part}"}
+            for e in exchanges
+            for r, c, p in e
+        ]
+        memory.archive.log_messages(agent, turns)
+    # the results made long (~16,000 characters, as a web page's text), their keyword texts as they were
+    tools = [r for r in memory.archive.rows.rows_where("messages", Filter(agent_id=agent)) if r["role"] == "tool"]
+    long = json.dumps({"status": "OK", "message": "Stone Town ferry timetable " * 600})
+    memory.archive.store.rows.upsert_rows("messages", "id", [{**r, "content": long} for r in tools])
+    other = memory.create_agent("other").id
+    memory.archive.log_messages(other, [{"role": r, "content": c, "payload": json.dumps(p)} for r, c, p in TURNS])
+    _as_logged_before(memory, other)  # two rows stale, and the store unmarked
+    rows = memory.archive.rows
+    wanted = contexts(rows.turns())  # the count as it was made: every turn and text read whole
+    expected = sum(
+        r["text"] != shape_message(r["content"], written_on(r), wanted[r["id"]].text)
+        for r in rows.keyword_texts(list(wanted))
+    )
+    assert expected == 1000 + 2  # the results (their texts hold the short one) and ``other``'s two
+    held = sum(len(r["content"]) for r in rows.turns())  # every turn's content: ~16 MB
+
+    tracemalloc.start()
+    try:
+        assert unrebuilt(memory.archive) == expected
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < held / 2, (peak, held)  # a batch or two of rows (~a third); every content and more before

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict, cast, get_type_hints
 
 from ..base.errors import LabelTakenError, StoreError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
@@ -122,6 +122,37 @@ class ConversationRow(TypedDict):
 
 
 CoreRow = AgentRow | BlockRow | AttachmentRow | HistoryRow | RequestRow | ConversationRow
+
+
+_ROW_TYPES: dict[str, type] = {
+    "agents": AgentRow,
+    "blocks": BlockRow,
+    "attachments": AttachmentRow,
+    "block_history": HistoryRow,
+    "requests": RequestRow,
+    "conversations": ConversationRow,
+}
+
+
+def _typed(kind: type) -> dict[str, tuple[str, ...]]:
+    return {t: tuple(f for f, k in get_type_hints(row).items() if k is kind) for t, row in _ROW_TYPES.items()}
+
+
+INTEGER_FIELDS = _typed(int)  # table -> its fields holding whole numbers (versions, limits, counts, times)
+BOOLEAN_FIELDS = _typed(bool)  # table -> its fields holding true or false
+
+
+def mistyped(table: str, row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first field of a row of ``table`` (from a backup) whose value is not of its type, with what it must be;
+    None: every typed field is. A whole number is an integer (not a bool, a float or text: the readers would cut
+    2.5 to 2 and store "7" as text); true or false a bool (or 0 or 1, as SQLite holds it: "no" would read as true)."""
+    for f in INTEGER_FIELDS.get(table, ()):
+        if f in row and (isinstance(row[f], bool) or not isinstance(row[f], int)):
+            return f, "a whole number"
+    for f in BOOLEAN_FIELDS.get(table, ()):
+        if f in row and not (isinstance(row[f], bool) or (type(row[f]) is int and row[f] in (0, 1))):
+            return f, "true or false"
+    return None
 
 
 def rows_of(table: str, raw: Iterable[Mapping[str, Any]], *, older: bool = False) -> list[CoreRow]:

@@ -9,7 +9,7 @@ may not reach the store (``tests/test_layers.py``: STORE_HOLDERS), so these are 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -288,6 +288,12 @@ class AgentRows:
         """Every message's id, agent, conversation, place (seq, created_us), role and content, in no order: never its
         keyword text, payload or vector."""
         return self.store.conn.rows("messages", None, columns=TURN_COLUMNS)
+
+    def message_batches(self, columns: Sequence[str] = TURN_COLUMNS) -> Iterator[list[dict[str, Any]]]:
+        """Only ``columns`` (``turns``' by default) of every message, a batch of one scan at a time
+        (``Connection.row_batches``): a reader that keeps less of each row than its content
+        (``keyword_context.unrebuilt``) holds one batch of contents at most."""
+        return self.store.conn.row_batches("messages", None, columns=tuple(columns))
 
     def turns_now(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The turns (``turns``' columns) of ``ids`` still stored, read at the table's newest version (a check made

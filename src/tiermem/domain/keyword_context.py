@@ -23,13 +23,14 @@ forget wrote it), and the store is not marked, so the next run looks at it again
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, overload
 
 from ..base.records import from_us
-from .archive import context_of, passes_on, shape_message
+from .archive import PREVIOUS_CHARS, passes_on, shape_message
 from .search.cjk import base_of
 
 if TYPE_CHECKING:
@@ -39,44 +40,105 @@ BATCH = 1000  # rows written under one hold of the lock forgetting takes
 _DATE = re.compile(r"(\d{2} [^\W\d_]+ \d{4})\.")  # the date ``shape_message`` starts a keyword text with
 
 
+class Turns:
+    """The ids ``order[start:stop]`` of one conversation's turns in their order, not copied: the turns after one run
+    of turns passing the context on share its ``order``, so ``contexts`` is linear in the turns however long a run
+    (each turn holding its own tuple of the run so far was quadratic: 7 GB for a run of 40,000 tool results). Equal
+    to a tuple of the same ids, or another ``Turns``; a sequence by its own methods (no base class)."""
+
+    __slots__ = ("order", "start", "stop")
+
+    def __init__(self, order: Sequence[str], start: int, stop: int) -> None:
+        self.order, self.start, self.stop = order, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        places = range(self.start, self.stop)[index]
+        return self.order[places] if isinstance(places, int) else tuple(self.order[i] for i in places)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.order[i] for i in range(self.start, self.stop))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Turns, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Turns({tuple(self)!r})"
+
+
 @dataclass(frozen=True)
 class Context:
     """What a turn's keyword text holds of the turns before it (``text``), and the turns it was made from (``turns``:
     from the last one that said something up to the turn before this one, by id)."""
 
     text: str
-    turns: tuple[str, ...]
+    turns: Turns
+
+
+Place = tuple[int, int, str, bool]  # a turn's seq, created_us and id, and whether it passes the context on
 
 
 def contexts(turns: Sequence[dict[str, Any]]) -> dict[str, Context]:
     """The context (``shape_message``'s ``previous``) of each of ``turns`` (``AgentRows.turns``) that follows a turn
     passing the context on, by id: its conversation's turns in their order (seq, then time), as forgetting reads them
-    (``forgetting._messages``). The other turns' keyword texts hold the turn just before them, as they always did."""
-    conversations: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    (``forgetting._messages``). The other turns' keyword texts hold the turn just before them, as they always did.
+    Linear in time and memory: the turns after one run share its conversation's ids (``Turns``)."""
+    conversations: dict[tuple[str, str], list[Place]] = {}
+    content = {}
     for r in turns:
-        conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(r)
-    out: dict[str, Context] = {}
-    for rows in conversations.values():
-        previous, passing = "", False
-        made_from: tuple[str, ...] = ()
-        for r in sorted(rows, key=lambda r: (r["seq"], r["created_us"])):
+        place = (r["seq"], r["created_us"], r["id"], passes_on(r["role"], r["content"]))
+        conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(place)
+        content[r["id"]] = r["content"]
+    return {
+        t: Context("" if said is None else content[said], span) for t, (span, said) in _spans(conversations).items()
+    }
+
+
+def _spans(conversations: dict[tuple[str, str], list[Place]]) -> dict[str, tuple[Turns, str | None]]:
+    """Of each turn that follows one passing the context on, by id: the turns its context is made from (``Turns``),
+    and the one whose content that context is (the last that said something before it; None: none did, the context
+    is empty). ``conversations``: each conversation's turns, by (agent, conversation), in no order."""
+    out: dict[str, tuple[Turns, str | None]] = {}
+    for places in conversations.values():
+        places.sort(key=lambda p: (p[0], p[1]))  # by seq, then time (turns of one place: in the order read)
+        order = tuple(p[2] for p in places)
+        passing, first, said = False, 0, None  # first: where the turns the next context is made from start
+        for n, (_seq, _us, turn, passes) in enumerate(places):
             if passing:
-                out[r["id"]] = Context(previous, made_from)
-            passing = passes_on(r["role"], r["content"])
-            previous = context_of(r["role"], r["content"], previous)
-            made_from = (*made_from, r["id"]) if passing else (r["id"],)
+                out[turn] = (Turns(order, first, n), said)
+            passing = passes
+            if not passes:
+                first, said = n, turn
     return out
 
 
 def written_on(row: dict[str, Any]) -> datetime:
     """The day ``row``'s keyword text was written with (its first words), else its time in UTC."""
     found = _DATE.match(base_of(row.get("text") or ""))
-    if found:
-        try:
-            return datetime.strptime(found.group(1), "%d %B %Y").replace(tzinfo=UTC)
-        except ValueError:  # not a date this process writes (another locale's month name): the row's own time
-            pass
-    return from_us(row["created_us"])
+    day = _day(found.group(1)) if found else None
+    return day if day is not None else from_us(row["created_us"])
+
+
+@lru_cache(maxsize=4096)
+def _day(text: str) -> datetime | None:
+    """The day ``text`` (``shape_message``'s "%d %B %Y") names, in UTC; None: not a date this process writes
+    (another locale's month name). Kept: the rows of one store were written on a few thousand days at most, and
+    ``strptime`` was a third of ``tiermem doctor``'s look at 42,000 messages."""
+    try:
+        return datetime.strptime(text, "%d %B %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def recontext(archive: Archive) -> int:
@@ -96,9 +158,12 @@ def recontext(archive: Archive) -> int:
 
     for start in range(0, len(ids), BATCH):
         batch = ids[start : start + BATCH]
+        runs = _runs([wanted[t].turns for t in batch])
         with rows.rewriting_texts():
-            now = {r["id"]: r for r in rows.turns_now([*{i for t in batch for i in (t, *wanted[t].turns)}])}
-            same = [t for t in batch if all(_same(first[i], now.get(i)) for i in (t, *wanted[t].turns))]
+            now = {
+                r["id"]: r for r in rows.turns_now([*dict.fromkeys([*batch, *(i for r in runs.values() for i in r)])])
+            }
+            same = _unchanged(batch, wanted, runs, first, now)
             left += len(batch) - len(same)
             written += rows.set_keyword_texts(same, text_of)
     if not left:
@@ -110,17 +175,40 @@ def recontext(archive: Archive) -> int:
 def unrebuilt(archive: Archive) -> int:
     """How many messages' keyword texts ``recontext`` would write anew (``tiermem doctor``). A store marked
     (``KEYWORD_CONTEXT``) with no message an older tiermem wrote undecided (``plumbing`` null: rows written since the
-    mark) costs a meta read and a count: none. Otherwise the turns are read as ``recontext`` reads them (id, place,
-    role and content; never a payload or vector), and the keyword texts of those following a turn passing the context
-    on (``ID_BATCH`` ids a read) are compared with what ``recontext`` would write."""
+    mark) costs a meta read and a count: none. Otherwise three scans of the messages, a batch at a time
+    (``AgentRows.message_batches``; never a payload or vector), each keeping little of a row: the turns' places and
+    whether each passes the context on (never its content); then the first ``PREVIOUS_CHARS`` characters of each
+    turn a context is (one a run of turns passing it on); then each keyword text of a turn following such a run,
+    compared with what ``recontext`` would write. Memory: a few small values a turn, a context a run and one batch
+    of rows, however long the turns (tool results of thousands of characters); no read by ids (at 42,000 messages
+    the 21 reads of 1,000 ids each were most of the time)."""
     rows = archive.rows
     if rows.keyword_contexts_settled() and not rows.undecided_plumbing():
         return 0
-    wanted = contexts(rows.turns())
-    ids = list(wanted)
-    return sum(
-        r["text"] != shape_message(r["content"], written_on(r), wanted[r["id"]].text) for r in rows.keyword_texts(ids)
-    )
+    conversations: dict[tuple[str, str], list[Place]] = {}
+    for batch in rows.message_batches():
+        for r in batch:
+            place = (r["seq"], r["created_us"], r["id"], passes_on(r["role"], r["content"]))
+            conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(place)
+    said = {t: source for t, (_span, source) in _spans(conversations).items()}
+    del conversations
+    sources = set(said.values())
+    contexts_of = {
+        r["id"]: r["content"][:PREVIOUS_CHARS]
+        for batch in rows.message_batches(("id", "content"))
+        for r in batch
+        if r["id"] in sources
+    }
+    stale = 0
+    for batch in rows.message_batches(("id", "content", "text", "created_us")):
+        for r in batch:
+            if r["id"] not in said:
+                continue
+            source = said[r["id"]]
+            previous = "" if source is None else contexts_of.get(source)
+            if previous is not None:  # None: the turn it is made from was forgotten since the first scan
+                stale += r["text"] != shape_message(r["content"], written_on(r), previous)
+    return stale
 
 
 def check_contexts(memory: Any, check: Any) -> None:
@@ -139,6 +227,36 @@ def check_contexts(memory: Any, check: Any) -> None:
         "only a tool's result held",
         "run `tiermem optimize` (it writes their keyword text anew)",
     )
+
+
+def _runs(spans: Sequence[Turns]) -> dict[tuple[int, int], Turns]:
+    """The longest of ``spans`` of each run (the turns after one run are made from a start of its turns), by run."""
+    longest: dict[tuple[int, int], Turns] = {}
+    for span in spans:
+        key = (id(span.order), span.start)
+        if key not in longest or len(span) > len(longest[key]):
+            longest[key] = span
+    return longest
+
+
+def _unchanged(
+    batch: Sequence[str],
+    wanted: dict[str, Context],
+    runs: dict[tuple[int, int], Turns],
+    first: dict[str, dict[str, Any]],
+    now: dict[str, dict[str, Any]],
+) -> list[str]:
+    """Those of ``batch`` whose turn and the turns its context is made from are as first read (``_same``): each run's
+    turns compared once, a turn's being a start of its run's (linear in the turns, however long a run)."""
+    kept = {}  # by run: how many of its turns, from its start, are as first read
+    for key, run in runs.items():
+        kept[key] = next((n for n, i in enumerate(run) if not _same(first[i], now.get(i))), len(run))
+    out = []
+    for t in batch:
+        span = wanted[t].turns
+        if _same(first[t], now.get(t)) and len(span) <= kept[(id(span.order), span.start)]:
+            out.append(t)
+    return out
 
 
 def _same(before: dict[str, Any], now: dict[str, Any] | None) -> bool:

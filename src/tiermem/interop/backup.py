@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
-from ..core.rows import rows_of
+from ..core.rows import mistyped, rows_of
 from ..core.uses import Use
 from ..domain import filesystem, forget_record, forget_restore
 from . import backup_plan
@@ -219,6 +219,7 @@ def read_backup(memory: Memory, path: Path) -> Backup:
                 f"{path}:{n}: a {table} row with fields {sorted(row)} does not match this tiermem's "
                 f"schema (missing {sorted(missing)})."
             )
+        _check_types(path, n, table, row)
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")
@@ -239,6 +240,20 @@ def read_backup(memory: Memory, path: Path) -> Backup:
     check_uses(path, uses, rows)
     _check_blocks(path, rows)
     return Backup(header, rows, link_rows, notes, uses, forgotten)
+
+
+def _check_types(path: Path, n: int, table: str, row: dict[str, Any]) -> None:
+    """A core row's typed fields (``core.rows.mistyped``: versions, limits, counts, times, read_only) hold values of
+    their type: checked with every line, before anything is written."""
+    wrong = mistyped(table, row)
+    if wrong is not None:
+        field, kind = wrong
+        key = row.get(TABLES[table])
+        raise ValidationError(
+            f"{path}:{n}: the {table} row {key!r} holds {field} = {row[field]!r}, not {kind}: the backup was "
+            "changed after it was written, or is damaged. Nothing was written; restore an unchanged copy, or export "
+            "again."
+        )
 
 
 def _check_blocks(path: Path, rows: dict[str, list[dict[str, Any]]]) -> None:

@@ -268,6 +268,21 @@ class Connection:
             r.pop("_distance", None)  # never a column: only what a vector query scores
         return rows
 
+    def row_batches(
+        self, table: str, where: Filter | None = None, columns: Sequence[str] | None = None, *, rows: int = 128
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The rows of ``where`` (every column, or ``columns``), up to ``rows`` a batch of one scan at a time: a reader
+        holds a batch or two as Python objects, whatever the table's size."""
+        text = compile_filter(where)
+        with library(self.uri, f"the {table} table"):
+            q = self.tables[table].search()
+            if text:
+                q = q.where(text)
+            if columns is not None:
+                q = q.select(list(columns))
+            for batch in q.limit(None).to_batches(rows):
+                yield batch.to_pylist()
+
     def snapshot(self, table: str) -> list[dict[str, Any]]:
         """Every row of a small table, re-read only when its version moved (any process's write)."""
         t = self.tables[table]

@@ -431,7 +431,7 @@ def run(
         **figures(qs),
     }
     if with_tokens:
-        tokens = locomo_tokens.recall(qs)
+        tokens = locomo_tokens.recall(qs, score)
         weights = tokens.pop(locomo_tokens.COMBINED + " weights", None)
         result["recall"].update(tokens)
         if weights is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from .locomo_fit import fit_listwise, table
@@ -84,11 +85,27 @@ def relative(scores: list[float]) -> list[float]:
     return [x - best for x in scores]
 
 
-def recall(qs: list[dict[str, Any]]) -> dict[str, Any]:
-    """R@k leave-one-conversation-out of each way of using the match (two conversations or more; the nested
-    weight three or more). The held-out weights chosen are under ``COMBINED + " weights"``."""
-    from .locomo_facts import labelled, order, score
+Score = Callable[[list[list[str]], list[str]], tuple[float, float, float]]  # ``locomo_facts.score``
 
+
+def labelled(qs: list[dict[str, Any]]) -> list[tuple[list[list[float]], list[bool]]]:
+    return [(q["features"], [bool(set(d) & set(q["gold"])) for d in q["dia"]]) for q in qs]
+
+
+def ranking(q: dict[str, Any], scores: list[float]) -> list[list[str]]:
+    """The question's candidates' source dia ids, best score first (ties by passage id, as ``locomo_facts``)."""
+    ids = [c.id for c in q["pool"].candidates]
+    return [q["dia"][i] for i in sorted(range(len(scores)), key=lambda i: (-scores[i], ids[i]))]
+
+
+def linear(q: dict[str, Any], weights: tuple[float, ...]) -> list[float]:
+    return [sum(a * x for a, x in zip(weights, row)) for row in q["features"]]
+
+
+def recall(qs: list[dict[str, Any]], score: Score) -> dict[str, Any]:
+    """R@k leave-one-conversation-out of each way of using the match (two conversations or more; the nested
+    weight three or more), each question scored by ``score``. The held-out weights chosen are under
+    ``COMBINED + " weights"``."""
     convs = sorted({q["conv"] for q in qs})
     if len(convs) < 2:
         return {}
@@ -105,7 +122,7 @@ def recall(qs: list[dict[str, Any]]) -> dict[str, Any]:
             weights = fit_listwise(labelled([q for q in rows if q["conv"] != conv]))
             for q in rows:
                 if q["conv"] == conv:
-                    per[q["category"]].append(score(order(q, weights), q["gold"]))
+                    per[q["category"]].append(score(ranking(q, linear(q, weights)), q["gold"]))
         return table(per)
 
     out: dict[str, Any] = {}
@@ -116,14 +133,12 @@ def recall(qs: list[dict[str, Any]]) -> dict[str, Any]:
         extended([[q["token_match"]["float32"] for q in qs], [q["token_reverse"] for q in qs]])
     )
     if len(convs) > 2:
-        out[COMBINED], out[COMBINED + " weights"] = combined(qs, convs)
+        out[COMBINED], out[COMBINED + " weights"] = combined(qs, convs, score)
     return out
 
 
-def combined(qs: list[dict[str, Any]], convs: list[str]) -> tuple[dict[str, Any], dict[str, float]]:
+def combined(qs: list[dict[str, Any]], convs: list[str], score: Score) -> tuple[dict[str, Any], dict[str, float]]:
     """The ranker fitted without the match, its score plus w x the float32 match; w chosen by nested leave-one-out."""
-    from .locomo_facts import labelled, score
-
     fits: dict[frozenset[str], tuple[float, ...]] = {}
 
     def fitted(left_out: frozenset[str]) -> tuple[float, ...]:
@@ -131,14 +146,8 @@ def combined(qs: list[dict[str, Any]], convs: list[str]) -> tuple[dict[str, Any]
             fits[left_out] = fit_listwise(labelled([q for q in qs if q["conv"] not in left_out]))
         return fits[left_out]
 
-    def ranking(q: dict[str, Any], weights: tuple[float, ...], w: float) -> list[list[str]]:
-        scores = [
-            sum(a * x for a, x in zip(weights, row)) + w * m
-            for row, m in zip(q["features"], q["token_match"]["float32"], strict=True)
-        ]
-        ids = [c.id for c in q["pool"].candidates]
-        best = sorted(range(len(scores)), key=lambda i: (-scores[i], ids[i]))
-        return [q["dia"][i] for i in best]
+    def mixed(q: dict[str, Any], weights: tuple[float, ...], w: float) -> list[list[str]]:
+        return ranking(q, [x + w * m for x, m in zip(linear(q, weights), q["token_match"]["float32"], strict=True)])
 
     per: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
     chosen: dict[str, float] = {}
@@ -150,10 +159,10 @@ def combined(qs: list[dict[str, Any]], convs: list[str]) -> tuple[dict[str, Any]
             for q in qs:
                 if q["conv"] == other:
                     for n, w in enumerate(WEIGHTS):
-                        total[n] += score(ranking(q, weights, w), q["gold"])[0]
+                        total[n] += score(mixed(q, weights, w), q["gold"])[0]
         chosen[conv] = WEIGHTS[max(range(len(WEIGHTS)), key=lambda n: (total[n], -n))]
         weights = fitted(frozenset({conv}))
         for q in qs:
             if q["conv"] == conv:
-                per[q["category"]].append(score(ranking(q, weights, chosen[conv]), q["gold"]))
+                per[q["category"]].append(score(mixed(q, weights, chosen[conv]), q["gold"]))
     return table(per), chosen

@@ -3,7 +3,7 @@
     python -m bench locomo --archival                   # every dev conversation, leave-one-conversation-out
     python -m bench locomo --archival --quick           # the first two conversations
     python -m bench locomo --archival --convs 1 --questions 5   # a slice (one conversation: no leave-one-out)
-    python -m bench locomo --archival --token-match     # also the ranker refitted with word-by-word matching
+    python -m bench locomo --archival --token-match     # also word-by-word matching (``bench.locomo_tokens``)
 
 Each LoCoMo observation (one fact about a speaker, with the dia id of the turn it came from) is stored with
 ``archival_memory_insert``'s path (``Memory.archival_insert``, one call per fact, no tags) as a model writes a fact
@@ -43,6 +43,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import locomo_tokens
 from .common import save
 from .locomo_fit import CATEGORIES, fit_calibration, fit_listwise, table
 
@@ -388,57 +389,6 @@ def figures(qs: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-TOKEN_MATCH = "LOO fit + token match"
-PUNCTUATION = frozenset(".,?!:;'\"-()[]")
-
-
-def token_match(embedder: Any, qs: list[dict[str, Any]]) -> None:
-    """Adds ``token_match`` to each question: per candidate, each of the question's word pieces' best cosine with the
-    fact's pieces (the model's output per piece, ``token_states``; the fact as stored), averaged with the pieces' idf
-    over the pool's facts (``[CLS]``, ``[SEP]`` and punctuation left out), relative to the pool's best. Not shipped:
-    it needs each fact's pieces stored (docs/benchmarks-history.md, "Facts ranker: token-level matching")."""
-    import numpy as np
-
-    def pieces(texts: list[str]) -> dict[str, tuple[list[str], Any]]:
-        out = {}
-        for text, (tokens, rows) in zip(texts, embedder.token_states(texts), strict=True):
-            keep = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]") and t not in PUNCTUATION]
-            keep = keep or list(range(len(tokens)))  # a text of punctuation alone keeps its pieces
-            kept = np.asarray(rows, dtype=np.float64)[keep]
-            out[text] = ([tokens[i] for i in keep], kept / np.linalg.norm(kept, axis=1, keepdims=True))
-        return out
-
-    facts = pieces(sorted({c.content for q in qs for c in q["pool"].candidates}))
-    asked = pieces(sorted({q["query"] for q in qs}))
-    for q in qs:
-        words, query = asked[q["query"]]
-        held = [set(facts[c.content][0]) for c in q["pool"].candidates]
-        n = len(held)
-        df = {w: sum(w in h for h in held) for w in set(words)}
-        idf = np.array([math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) for w in words])
-        scores = [
-            float(((query @ facts[c.content][1].T).max(axis=1) * idf).sum() / max(idf.sum(), 1e-9))
-            for c in q["pool"].candidates
-        ]
-        best = max(scores, default=0.0)
-        q["token_match"] = [x - best for x in scores]
-
-
-def token_match_recall(qs: list[dict[str, Any]]) -> dict[str, Any]:
-    """R@k of the facts ranker refitted with ``token_match`` as one more feature, leave-one-conversation-out."""
-    convs = sorted({q["conv"] for q in qs})
-    if len(convs) < 2:
-        return {}
-    extended = [{**q, "features": [f + [x] for f, x in zip(q["features"], q["token_match"], strict=True)]} for q in qs]
-    per: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
-    for conv in convs:
-        weights = fit_listwise(labelled([q for q in extended if q["conv"] != conv]))
-        for q in extended:
-            if q["conv"] == conv:
-                per[q["category"]].append(score(order(q, weights), q["gold"]))
-    return {TOKEN_MATCH: table(per)}
-
-
 def run(
     quick: bool = False, convs: int | None = None, questions: int | None = None, with_tokens: bool = False
 ) -> dict[str, Any]:
@@ -467,7 +417,7 @@ def run(
     memory.archive.store.indexes.optimize()
     qs, skipped = collect(memory, stored, questions)
     if with_tokens:
-        token_match(memory.archive.embedder, qs)
+        locomo_tokens.token_match(memory.archive.embedder, qs)
     result = {
         "conversations": len(samples),
         "facts": sum(len(c["texts"]) for c in stored),
@@ -481,7 +431,11 @@ def run(
         **figures(qs),
     }
     if with_tokens:
-        result["recall"].update(token_match_recall(qs))
+        tokens = locomo_tokens.recall(qs, score)
+        weights = tokens.pop(locomo_tokens.COMBINED + " weights", None)
+        result["recall"].update(tokens)
+        if weights is not None:
+            result["token_match_weights_chosen"] = weights
     return result
 
 
@@ -504,10 +458,14 @@ def report(result: dict[str, Any]) -> None:
             "  calibration chosen   (l2, bias shift) on all, then each conversation held out: "
             + ", ".join(f"({c['l2']:g}, {c['shift']:g})" for c in chosen)
         )
-    print(f"  {'ranker':28s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
+    if "token_match_weights_chosen" in result:
+        print(
+            f"  token match weight   chosen per held-out conversation (nested): {result['token_match_weights_chosen']}"
+        )
+    print(f"  {'ranker':33s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
     for name, rows in result["recall"].items():
         for cat, row in rows.items():
-            print(f"  {name:28s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")
+            print(f"  {name:33s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")
     if "relevance" in result:
         print(
             "  relevance >= t of the shipped ranker's top 10 (precision: another conversation's hits as the negatives):"

@@ -1,5 +1,6 @@
 """`python -m bench locomo --archival` (the facts benchmark of archival memory) runs end to end on a tiny LoCoMo-shaped
-file and prints its figures: one conversation (no leave-one-out), and two (leave-one-conversation-out). A smoke test
+file and prints its figures: one conversation (no leave-one-out), and three (leave-one-conversation-out, with
+the word-by-word matching and its weight chosen by nested leave-one-out). A smoke test
 of the benchmark, not a measurement: no figure or timing is asserted beyond its shape."""
 
 from __future__ import annotations
@@ -50,10 +51,15 @@ def conversation(n: int, pet: str, town: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("convs", [1, 2])
+@pytest.mark.parametrize("convs", [1, 3])
 def test_facts_bench_on_a_slice_prints_its_figures(tmp_path: Path, convs: int) -> None:
     data = tmp_path / "locomo.json"
-    data.write_text(json.dumps([conversation(1, "puppy", "Lisbon"), conversation(2, "kitten", "Oslo")]))
+    convs_data = [
+        conversation(1, "puppy", "Lisbon"),
+        conversation(2, "kitten", "Oslo"),
+        conversation(3, "parrot", "Rome"),
+    ]
+    data.write_text(json.dumps(convs_data))
     out = tmp_path / "facts.json"
     run = subprocess.run(
         [sys.executable, "-m", "bench", "locomo", "--archival", "--convs", str(convs), "--questions", "3"]
@@ -75,6 +81,9 @@ def test_facts_bench_on_a_slice_prints_its_figures(tmp_path: Path, convs: int) -
     assert recall["shipped passage ranker"]["overall (1-4)"]["n"] == 3 * convs
     assert set(recall["shipped passage ranker"]) == {"temporal", "single-hop", "overall (1-4)"}
     assert ("leave-one-conv-out fit" in recall) == (convs > 1) == ("LOO fit + token match" in recall)
+    token_rows = {"LOO fit + token match (int8)", "LOO fit + token match + reverse", "LOO score + w x token match"}
+    assert (token_rows <= set(recall)) == (convs > 2), recall
+    assert (sorted(figures.get("token_match_weights_chosen", {})) == ["conv-1", "conv-2", "conv-3"]) == (convs > 2)
     assert "LoCoMo facts benchmark" in run.stdout and "BM25 (facts)" in run.stdout
     lines = [line for line in run.stdout.splitlines() if "shipped passage ranker" in line and "overall" in line]
     assert len(lines) == 1 and len(lines[0].split()) == 9, run.stdout  # name (3 words), category (2), n, R@5, R@10, MRR

@@ -100,6 +100,15 @@ def test_a_key_split_by_a_space_before_a_random_tail_is_still_redacted_whole() -
         assert [text[f.start : f.end] for f in secrets.find(text)] == [f"{STRIPE} {tail}"]
 
 
+@pytest.mark.parametrize("tail", ["3XhSgmv", "Lom2Ef", "NDjEut", "g7pnkof", "QQ3ebd", "mlYaU", "5YNAwjp", "ArCT"])
+def test_a_random_tail_after_a_key_and_a_space_is_not_taken_for_a_name(tail: str) -> None:
+    # random tails of three parts at most with four letters in them (one in five of 5 to 8 characters): a name's
+    # digits end it or follow a version's "v", and its words can be said
+    text = f"stripe key {STRIPE} {tail}"
+    assert [text[f.start : f.end] for f in secrets.find(text)] == [f"{STRIPE} {tail}"]
+    assert tail not in secrets.redact(text).text
+
+
 @pytest.mark.parametrize(
     "unit",
     [

@@ -79,6 +79,9 @@ _LONG = 16  # a piece this long is a name only with no lone lower-case letter am
 _ACRONYM = 5  # capitals in a row a name has at most ("GPT", "HTTP", "JSON")
 # consonants in a row no word of a name has ("lengths": 5; "Ihsrdxqqg", a random string's: 8)
 _UNSPOKEN = re.compile(r"[bcdfghjklmnpqrstvwxz]{6}", re.IGNORECASE)
+# a word of a version's or a product's name (``_named``) has a vowel, and no four other letters in a row
+_VOWEL = re.compile(r"[aeiouy]", re.IGNORECASE)
+_NO_VOWEL_RUN = re.compile(r"[^aeiouy]{4}", re.IGNORECASE)
 
 
 def _worded(piece: str) -> bool:
@@ -107,17 +110,27 @@ def _token_like(piece: str) -> bool:
 
 
 def _named(piece: str) -> bool:
-    """A short piece shaped as a version's or a product's name ("v2Beta", "MySQL8", "Python3"): under
-    ``_RANDOM_PIECE`` characters, three parts at most (``_PART``), one run of digits at most, and four letters or more
-    in parts of two or more ("Beta", "My" and "SQL"). After a space it is the sentence's word, not a key's tail: a
-    random piece parts at almost every character ("tU9vW1x", "DQL05HAx9")."""
-    if len(piece) >= _RANDOM_PIECE:
+    """A short piece shaped as a version's or a product's name ("v2Beta", "MySQL8", "Python3", "macOS14"): letters
+    and digits under ``_RANDOM_PIECE`` characters, three parts at most (``_PART``), one run of digits, at the end or
+    after a version's "v" first, and four letters or more in parts a person could say: an acronym ("SQL", "OS") or a
+    word of two letters or more with a vowel and no four other letters in a row ("Beta", "My", "Alpha"). After a
+    space it is the sentence's word, not a key's tail. A random tail rarely has that shape (about 1 in 70 of 5 or 6
+    characters, 1 in 300 of 8): "Lom2Ef", "3XhSgmv", "g7pnkof", "NDjEut" (no digit) are a key's."""
+    if len(piece) >= _RANDOM_PIECE or not piece.isalnum():
         return False
     parts = _PART.findall(piece)
-    return (
-        len(parts) <= 3
-        and sum(p.isdigit() for p in parts) <= 1
-        and sum(len(p) for p in parts if p.isalpha() and len(p) >= 2) >= 4
+    digits = [i for i, part in enumerate(parts) if part.isdigit()]
+    if len(parts) > 3 or len(digits) != 1:
+        return False
+    if digits[0] == 1 and parts[0] in ("v", "V"):
+        letters = parts[2:]  # "v2Beta"
+    elif digits[0] == len(parts) - 1:
+        letters = parts[:-1]  # "MySQL8"
+    else:
+        return False
+    return sum(map(len, letters)) >= 4 and all(
+        (part.isupper() and len(part) <= _ACRONYM) or (_VOWEL.search(part) and not _NO_VOWEL_RUN.search(part))
+        for part in letters
     )
 
 

@@ -76,6 +76,13 @@ class StoreBusyError(StoreWriteError):
     until the write's retries ran out; nothing was written, and the same call is safe to repeat."""
 
 
+class LeaseLapsedError(StoreError):
+    """Work that one replica at a time may do (under a lease object on object storage: ``core.lease``) stopped right
+    before a commit because its lease had run out by this process's own clock (no renewal got through in time) or
+    was taken over: another replica may be doing the same work. That commit was not made; what earlier commits of
+    the same work wrote stays, as after any failure midway, and the call is safe to repeat."""
+
+
 class PurgeUnfinishedError(StoreError):
     """The purge of forgotten or deleted rows from the store's files did not finish: the rows are already gone from
     every search and listing, older files may still hold them, and the purge stays pending (the next upkeep, or

@@ -13,6 +13,14 @@ own), so the work inside may outlast ``seconds``: LanceDB's requests under a bul
 120 s (``base/object_deadlines.py``), longer than the store-creation lease, and an upkeep's compaction as long as
 the store is large. What keeps two holders apart is then that one renewal gets through in every two thirds of
 ``seconds`` (each is one core-state request, bounded by the server's ~5 s deadlines), never how long LanceDB takes.
+
+When none does (the bucket is slow or unreachable, the renewing thread starved), the lease runs out while its work
+goes on, and LanceDB's commits carry no fencing token that would refuse the old holder's. So the holder keeps its
+own, conservative count: from the moment it sent its last renewal that got through (``ticks``, a monotonic clock),
+it trusts the lease ``TRUSTED`` of ``seconds`` (two thirds: the last third is the margin for a commit under way
+and the replicas' clock skew), and every commit the store makes under it first asks (``base.fences``: the check
+``_Hold.check``), so work whose lease lapsed stops with ``LeaseLapsedError`` before its next commit. A commit that
+had started before the lapse still lands: the check narrows the overlap to one commit, it cannot close it.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
-from ..base.errors import StoreError
+from ..base import fences
+from ..base.errors import LeaseLapsedError, StoreError
 from ..base.records import from_us, new_id, now, to_us
 from .bucket import Bucket
 from .object_layout import ROOT, dumps, loads
@@ -38,6 +48,7 @@ AGENT_NAMES_SECONDS = 30.0  # longer than a listing of the agents and one PUT ta
 WRITE_SECONDS = 120.0  # renewed while the commits of a write under ``Connection.exclusive`` run
 REEMBED_LEASE = f"{ROOT}/leases/reembed.json"  # held by a ``tiermem reembed`` from start to end (``kept``)
 REEMBED_SECONDS = 90.0  # renewed while the reembed runs; one that died frees it this long after
+TRUSTED = 2 / 3  # of a lease's seconds, after the last renewal that got through: how long its holder still commits
 
 
 LABELS_SECONDS = 30.0  # longer than reading an agent's blocks and a creation's or a rename's few PUTs take
@@ -58,14 +69,27 @@ class Lease:
     """The lease at ``path`` in ``bucket``, held at most ``seconds`` by one holder."""
 
     def __init__(
-        self, bucket: Bucket, path: str = UPKEEP_LEASE, seconds: float = LEASE_SECONDS, note: str = ""
+        self,
+        bucket: Bucket,
+        path: str = UPKEEP_LEASE,
+        seconds: float = LEASE_SECONDS,
+        note: str = "",
+        *,
+        wall: Callable[[], datetime] | None = None,
+        ticks: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``note``: who the holder is, for a person told that another holds it (``kept``)."""
+        """``note``: who the holder is, for a person told that another holds it (``kept``). ``wall``: the time the
+        lease's end is written in and compared with (every replica's; None: ``records.now``); ``ticks``: this
+        holder's own monotonic seconds, which say how long ago its last renewal got through (``_Hold``)."""
         self.bucket, self.path, self.seconds, self.note = bucket, path, seconds, note
+        self.wall, self.ticks = wall, ticks
         self.holder = new_id("holder")
 
+    def _now(self) -> datetime:
+        return self.wall() if self.wall is not None else now()
+
     def _body(self) -> bytes:
-        until = to_us(now()) + int(self.seconds * 1e6)
+        until = to_us(self._now()) + int(self.seconds * 1e6)
         return dumps({"holder": self.holder, "until_us": until, **({"note": self.note} if self.note else {})})
 
     def take(self) -> str | None:
@@ -77,7 +101,7 @@ class Lease:
         stored = self.bucket.get(self.path)
         if stored is None:  # given back and deleted meanwhile (not by tiermem): try once more
             return self.bucket.create(self.path, body)
-        if int(loads(stored.data, "lease").get("until_us", 0)) > to_us(now()):
+        if int(loads(stored.data, "lease").get("until_us", 0)) > to_us(self._now()):
             return None
         return self.bucket.replace(self.path, body, stored.etag)
 
@@ -115,40 +139,46 @@ class Lease:
         """Hold the lease inside, for work that may outlast it: taken without waiting (``busy(holder_note)`` is
         raised if another holds it) and renewed while held (``_renewed``), so a holder that dies frees it
         ``seconds`` later at most. Given back on the way out."""
+        sent = self.ticks()
         etag = self.take()
         if etag is None:
             raise busy(self.holder_note())
-        with self._renewed(etag):
+        with self._renewed(etag, sent):
             yield
 
     @contextmanager
-    def _renewed(self, etag: str) -> Iterator[None]:
+    def _renewed(self, etag: str, sent: float) -> Iterator[None]:
         """Keep the lease taken as ``etag`` inside: a background thread renews it every third of ``seconds``
         (``seconds`` from each renewal on), so however long the work inside runs (a LanceDB request under a bulk
         command's deadlines lasts up to 120 s, longer than most leases), no other holder takes it meanwhile. Only a
         holder that dies, or a store that answers no renewal for two thirds of ``seconds``, lets it run out (said
-        on stderr). Given back (or left to run out) on the way out, after the last renewal."""
-        current, stop = [etag], threading.Event()
+        on stderr); the commits made inside then stop (``_Hold.check``, in force inside: ``base.fences``). Given
+        back (or left to run out) on the way out, after the last renewal. ``sent``: ``ticks`` before the take."""
+        current, stop, hold = [etag], threading.Event(), _Hold(self, sent)
 
         def renew_until_stopped() -> None:
             while not stop.wait(self.seconds / 3):
+                sent = self.ticks()  # before the request: the lease's new end is written after this
                 try:
                     renewed = self.renew(current[0])
                 except StoreError as exc:  # the next try may get through; the lease lasts two more periods
                     log.warning("could not renew the lease %s (trying again): %s", self.path, exc)
                     continue
                 if renewed is None:
+                    hold.lost = True
                     log.warning(
                         "the lease %s ran out and was taken over: another holder may do the same work", self.path
                     )
                     return
-                current[0] = renewed
+                current[0], hold.renewed = renewed, sent
 
         renewing = threading.Thread(target=renew_until_stopped, name="tiermem-lease", daemon=True)
         renewing.start()
         try:
-            yield
+            with fences.holding(hold.check):
+                yield
         finally:
+            hold.over = True
             stop.set()
             renewing.join()
             self._give_back_or_let_expire(current[0])
@@ -163,6 +193,7 @@ class Lease:
     def held(self) -> Iterator[bool]:
         """True inside if this holder has the lease (renewed while held, given back on the way out), False if
         another has it or the bucket could not be asked (the work is skipped: the next attempt asks again)."""
+        sent = self.ticks()
         try:
             etag = self.take()
         except StoreError as exc:
@@ -171,7 +202,7 @@ class Lease:
         if etag is None:
             yield False
             return
-        with self._renewed(etag):
+        with self._renewed(etag, sent):
             yield True
 
     @contextmanager
@@ -179,7 +210,10 @@ class Lease:
         """Hold the lease inside (renewed while held: ``_renewed``), waiting up to ``timeout`` seconds for it
         (given back on the way out); a ``StoreError`` naming the lease if another holder keeps it longer."""
         deadline, delay, told = time.monotonic() + timeout, 0.02, False
-        while (etag := self.take()) is None:
+        while True:
+            sent = self.ticks()
+            if (etag := self.take()) is not None:
+                break
             if not told:  # a wait of up to a lease's time (a holder that died) is said, not silent
                 log.warning(
                     "waiting (up to %.0f s) for %s/%s: another process holds it; a holder that died leaves "
@@ -198,7 +232,7 @@ class Lease:
                 )
             time.sleep(delay)
             delay = min(0.25, delay * 2)
-        with self._renewed(etag):
+        with self._renewed(etag, sent):
             yield
 
     def _give_back_or_let_expire(self, etag: str) -> None:
@@ -206,3 +240,38 @@ class Lease:
             self.give_back(etag)
         except StoreError as exc:  # it expires on its own
             log.warning("could not give back the lease %s: %s", self.path, exc)
+
+
+class _Hold:
+    """One holding of a ``Lease`` (``_renewed``): when its last renewal that got through was sent (``renewed``, in
+    the lease's ``ticks``), whether a renewal found it taken over (``lost``), whether it was let go (``over``)."""
+
+    def __init__(self, lease: Lease, sent: float) -> None:
+        self.lease, self.renewed, self.lost, self.over = lease, sent, False, False
+
+    def check(self, what: str) -> None:
+        """Raise ``LeaseLapsedError`` before a commit of ``what`` unless the lease is still this holder's: not
+        taken over, and its last renewal sent less than ``TRUSTED`` of its seconds ago. Nothing once let go (a
+        context copied while it was held, into a thread that outlives it)."""
+        lease = self.lease
+        age, trusted = lease.ticks() - self.renewed, lease.seconds * TRUSTED
+        if self.over or (not self.lost and age < trusted):
+            return
+        where = f"{lease.bucket.uri}/{lease.path}"
+        if self.lost:
+            why = (
+                f"this process's lease {where}, which lets one replica at a time do this work, was taken over by "
+                "another replica (no renewal got through in time), which may be doing the same work now"
+            )
+        else:
+            why = (
+                f"this process's lease {where}, which lets one replica at a time do this work, was last renewed "
+                f"{age:.0f} s ago, and a holder trusts its {lease.seconds:.0f} s lease only {trusted:.0f} s after "
+                "a renewal (the object store did not answer the renewals in time, or this process was too busy to "
+                "send them): another replica may hold it now"
+            )
+        raise LeaseLapsedError(
+            f"Stopped before writing {what}: {why}. Nothing was written by this step; what earlier steps of the same "
+            "work wrote stays, as after any failure midway. Repeat the call once the object store answers again "
+            "(it takes the lease anew)."
+        )

@@ -5,6 +5,10 @@ and backs off (Lance's own retries, growing waits), and under load the calls of 
 and lose to each other as much as to other replicas. Here one caller at a time commits: whoever comes while a commit
 is under way waits, and the next commit takes the rows of every caller waiting by then in one append (a group
 commit). One process then makes one commit at a time per table, carrying as many calls as arrived meanwhile.
+
+A caller may hold a lease (``base.fences``): its checks go with its rows, and the committing caller runs each
+waiting caller's right before the commit, under none of its own (``fences.outside``), so a caller whose lease lapsed
+gets ``LeaseLapsedError`` and its rows are left out, and no caller's rows are refused for another's lease.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..base.errors import StoreBusyError
+from ..base import fences
+from ..base.errors import LeaseLapsedError, StoreBusyError
 
 RowList = list[dict[str, Any]]
 
@@ -23,6 +28,7 @@ class _Waiting:
 
     def __init__(self, rows: RowList) -> None:
         self.rows = rows
+        self.checks = fences.current()  # the caller's leases, checked right before the commit
         self.wake = threading.Event()
         self.lead = False  # woken to commit for everyone waiting, not because its rows are stored
         self.error: BaseException | None = None
@@ -56,7 +62,10 @@ class GroupAppend:
         with self._lock:
             batch, self._queue = self._queue, []
         try:
-            self._commit_batch(batch)
+            held = [w for w in batch if self._still_held(w)]
+            if held:
+                with fences.outside():
+                    self._commit_batch(held)
         except BaseException as exc:  # interrupted mid-commit: no caller of the batch may take its rows as stored
             for w in batch:
                 if w.error is None:
@@ -71,6 +80,16 @@ class GroupAppend:
             for w in batch:
                 w.lead = False
                 w.wake.set()
+
+    @staticmethod
+    def _still_held(w: _Waiting) -> bool:
+        """Whether the caller's leases still hold (else its rows are left out, its error ``LeaseLapsedError``)."""
+        try:
+            fences.check(f"{len(w.rows)} row(s)", w.checks)
+        except LeaseLapsedError as exc:
+            w.error = exc
+            return False
+        return True
 
     def _commit_batch(self, batch: list[_Waiting]) -> None:
         """One append of every caller's rows; if it fails for another reason than other writers (a row one caller got

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..base import fences
 from ..base.errors import StoreBusyError, StoreError, StoreReadError, StoreWriteError, TiermemError
 from ..base.object_errors import FAILURES, UNKNOWN_OUTCOME, explain, is_object_uri, outcome_unknown, store_code
 
@@ -105,8 +106,11 @@ def library(uri: str, what: str, *, writing: bool = False, unfinished: str | Non
 
     A write error says "nothing was written", true of one commit; a block of several commits gives ``unfinished``
     instead: what a failure midway leaves, and how it is finished. Errors of ours (already translated by an inner
-    boundary, or raised on purpose) pass unchanged.
+    boundary, or raised on purpose) pass unchanged. A write first checks the leases the work holds
+    (``base.fences``: one that lapsed raises ``LeaseLapsedError``, nothing written).
     """
+    if writing:
+        fences.check(f"{what} to {uri}")
     try:
         yield
     except TiermemError:
@@ -186,9 +190,11 @@ def commit_with_retries(uri: str, what: str, attempt: Callable[[int], T], retry:
     or a delete by key is the same whenever it runs, and an append checks, from its second try on, which of its rows
     are already stored (``n > 0``), so a retry never doubles a row. When the tries or the time run out the caller
     gets a ``StoreBusyError`` (nothing was written); any other library failure is a ``StoreWriteError`` at once.
+    Each try first checks the leases the work holds (``base.fences``: one that lapsed raises ``LeaseLapsedError``).
     """
     started = time.monotonic()
     for n in range(retry.attempts):
+        fences.check(f"{what} to {uri}")
         try:
             return attempt(n)
         except TiermemError:

@@ -23,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
+from ..base import fences
 from ..base.errors import SchemaError, StoreBusyError, StoreError
 from ..base.files import locked, locked_unless_held
 from ..base.object_deadlines import for_bulk, with_deadlines
@@ -495,7 +496,9 @@ class Connection:
         tables, or once one has switched the store to another model since this process opened it. On a local store
         the check and the commit hold the reembed lock shared, so a reembed's start (``reembed_lock``) waits for
         every commit under way, and none comes after it unchecked; object storage has no shared lock: a reembed
-        there merges what was committed while it read (``Reembed.replace_vectors``)."""
+        there merges what was committed while it read (``Reembed.replace_vectors``). Any table's commit first checks
+        the leases the work holds (``base.fences``: one that lapsed raises ``LeaseLapsedError``, nothing written)."""
+        fences.check(f"rows of {table} to {self.uri}")
         if table not in SEARCHABLE:
             yield
             return
@@ -661,6 +664,7 @@ class Connection:
             try:
                 if listed:
                     return self.db.open_table(name)
+                fences.check(f"the new table {name} to {self.uri}")  # the creation lease (``creating``) still held
                 return self.db.create_table(name, schema=schema, exist_ok=True)
             except (OSError, RuntimeError, ValueError) as exc:
                 if attempt == CREATE_TRIES - 1 or not creator_race(name, exc):
@@ -721,6 +725,7 @@ class Connection:
                     rows.append({"key": "created_at", "value": now().isoformat()})
                     rows.append({"key": KEYWORD_TEXT, "value": KEYWORD_TEXT_VERSION})  # no row of an older form
                     rows.append({"key": KEYWORD_CONTEXT, "value": "1"})  # nor a keyword text holding a tool's result
+                    fences.check(f"the new store's settings to {self.uri}")  # the creation lease still held
                     self.tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
                     meta = self.meta()
         version = int(meta.get("schema_version", "0"))

@@ -10,6 +10,7 @@ import time
 import warnings
 from datetime import timedelta
 
+from ..base import fences
 from ..base.errors import PurgeUnfinishedError, StoreBusyError, StoreError, StoreWriteError
 from .boundary import COMMIT_RETRY, LIBRARY_ERRORS, commit_with_retries, first_line, is_conflict, reads
 from .connection import Connection
@@ -124,6 +125,7 @@ class Indexes:
         for column in ("agent_id", *(c for c in ("project", "role") if c in names)):
             if [column] in indexed:
                 continue
+            fences.check(f"the {column} index of {table} to {self.conn.uri}")
             try:
                 t.create_index(column, config=Bitmap(), replace=False)
             except (RuntimeError, ValueError) as exc:
@@ -135,6 +137,7 @@ class Indexes:
                         "%s index of %s not built (the next upkeep tries again): %s", column, table, first_line(exc)
                     )
         if not self.has_fts(table):
+            fences.check(f"the full-text index of {table} to {self.conn.uri}")
             try:
                 t.create_index("text", config=FTS(with_position=False), replace=False)
             except (RuntimeError, ValueError) as exc:
@@ -196,6 +199,7 @@ class Indexes:
         from lancedb.index import IvfSq
 
         started = time.perf_counter()
+        fences.check(f"the vector index of {table} to {self.conn.uri}")
         self.conn.tables[table].create_index(
             "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)), replace=replace
         )
@@ -354,6 +358,7 @@ class Indexes:
         for name, t in tables.items():
             started = time.perf_counter()
             for attempt in range(OPTIMIZE_TRIES):
+                fences.check(f"the compaction of {name} (an upkeep) to {self.conn.uri}")  # its lease still held
                 try:
                     t.optimize(cleanup_older_than=self.conn.version_retention)
                     report[name] = f"ok in {time.perf_counter() - started:.2f}s"

@@ -165,7 +165,7 @@ def test_every_kind_of_commit_under_a_lapsed_lease_is_refused_and_writes_nothing
     }
     with a.conn.exclusive(CHUNKS_LOCK):
         clock.advance(SECONDS * 0.7)  # two thirds of the lease without a renewal: A no longer trusts it
-        with pytest.raises(LeaseLapsedError):
+        with pytest.raises(LeaseLapsedError, match=r"Stopped before writing .* Nothing was written by this step"):
             commits[write]()
     assert a.conn.table_versions() == before  # no commit to any table
     assert stored_chunks(a, "file-1") == ["file-1.0=kept"]

@@ -35,10 +35,11 @@ class _Waiting:
 
 
 class GroupAppend:
-    """Appends to one table through ``commit(rows)`` (one LanceDB append with its retries), grouped: see the module."""
+    """Appends to one table through ``commit(rows)`` (one LanceDB append with its retries), grouped: see the module.
+    ``what``: where the rows go, for a caller whose lease lapsed (``rows of messages to s3://...``)."""
 
-    def __init__(self, commit: Callable[[RowList], None]) -> None:
-        self._commit = commit
+    def __init__(self, commit: Callable[[RowList], None], what: str = "row(s)") -> None:
+        self._commit, self._what = commit, what
         self._lock = threading.Lock()
         self._queue: list[_Waiting] = []
         self._busy = False  # a caller is committing (or about to)
@@ -81,11 +82,10 @@ class GroupAppend:
                 w.lead = False
                 w.wake.set()
 
-    @staticmethod
-    def _still_held(w: _Waiting) -> bool:
+    def _still_held(self, w: _Waiting) -> bool:
         """Whether the caller's leases still hold (else its rows are left out, its error ``LeaseLapsedError``)."""
         try:
-            fences.check(f"{len(w.rows)} row(s)", w.checks)
+            fences.check(f"{len(w.rows)} {self._what}", w.checks)
         except LeaseLapsedError as exc:
             w.error = exc
             return False

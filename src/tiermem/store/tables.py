@@ -104,7 +104,9 @@ class Rows:
         with self._appends_lock:
             group = self._appends.get(table)
             if group is None:
-                group = self._appends[table] = GroupAppend(lambda batch: self._append(table, batch))
+                group = self._appends[table] = GroupAppend(
+                    lambda batch: self._append(table, batch), f"row(s) of {table} to {self.conn.uri}"
+                )
         group.append(list(rows))
         if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
             self.mark_unembedded(table)

@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|uses|fragments|cjk|payloads|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|uses|fragments|cjk|payloads|upkeep_rss|all]`"""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ BENCHES = [
     "fragments",
     "cjk",
     "payloads",
+    "upkeep_rss",
 ]
 
 

@@ -161,7 +161,7 @@ def as_read(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
     the rows a store holds and works with. A value the mappers could not read either is left as it is."""
     out = dict(row)
     for f in INTEGER_FIELDS.get(table, ()):
-        value = out.get(f)
+        value: Any = out.get(f)
         if f in out and (isinstance(value, bool) or not isinstance(value, int)):
             try:
                 out[f] = int(value)

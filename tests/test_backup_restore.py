@@ -5,6 +5,7 @@ backups of older formats. On both core-state backends (the ``memory`` fixture)."
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -569,3 +570,22 @@ def test_a_core_row_whose_typed_field_holds_another_type_is_refused_before_writi
     assert f"damaged.jsonl:{at + 1}: the {table} row {key!r} holds {field} = {value!r}, not " in said, said
     assert "Nothing was written" in said
     assert stored(memory) == before
+
+
+def test_a_store_holding_a_time_as_text_exports_a_backup_that_restores(tmp_path: Path) -> None:
+    """A store whose core rows hold a time as text or a limit as a fraction (a restore before restores checked the
+    types stored a changed backup's values as they stood; the store reads them with ``int``) exports them as it reads
+    them: the backup restores (the restore's type check refused it, naming it changed)."""
+    src = old_machine(tmp_path)
+    src.core.close()
+    with sqlite3.connect(tmp_path / "old" / "core.sqlite3") as conn:
+        conn.execute('UPDATE blocks SET updated_us = CAST(updated_us AS TEXT), "limit" = "limit" + 0.0')
+        conn.execute("UPDATE agents SET created_us = CAST(created_us AS TEXT)")
+    src = fresh(tmp_path, "old")
+    assert {type(r["updated_us"]) for r in src.core.all_rows("blocks")} == {str}  # as the store holds them
+    backup = export(src, tmp_path / "backup.jsonl")
+    memory = fresh(tmp_path, "new")
+    restore(memory, backup)
+    kept = {r["id"]: (int(r["updated_us"]), int(r["limit"])) for r in src.core.all_rows("blocks")}
+    assert {r["id"]: (r["updated_us"], r["limit"]) for r in memory.core.all_rows("blocks")} == kept
+    assert memory.get_agent("work").created_at == src.get_agent("work").created_at

@@ -207,3 +207,36 @@ def test_keys_taken_out_while_the_remover_s_lease_ran_out_stay_out() -> None:
     object_remove(remover, [_key(1)])
     assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99)} - {_key(1)}
     assert remover.calls["LIST"] == 2  # listed again once its lease was taken again
+
+
+class LeaseUnread(Watched):
+    """``Watched``, whose reads of the forget record's lease fail once ``failing`` is set (the store that did not
+    answer the lease's renewals does not answer this either)."""
+
+    failing = False
+
+    def get(self, path: str, unless: str | None = None) -> Stored | None:
+        if self.failing and path == forget_record.FORGOTTEN_LEASE:
+            raise StoreError("the store did not answer")
+        return super().get(path, unless)
+
+
+def test_a_merge_that_cannot_read_its_lease_again_deletes_its_merged_object(caplog: pytest.LogCaptureFixture) -> None:
+    """The merge's lease ran out while keys were taken out, and the store does not answer the merge's read of the
+    lease either: the merged object (holding a key taken out meanwhile) is deleted, not left to bring the key back;
+    the forget is recorded and done (the error is the merge's, logged)."""
+    bucket = Bucket("memory://merge-unread")
+    for n in range(MERGE_AT - 1):
+        object_record(bucket, [_key(n)])
+    merger = LeaseUnread(bucket)
+
+    def lease_runs_out_keys_are_taken_out_and_the_store_stops_answering() -> None:
+        _run_out(bucket)
+        assert object_remove(bucket, [_key(1)]) == 1
+        merger.failing = True
+
+    merger.before[("CREATE", 3)] = lease_runs_out_keys_are_taken_out_and_the_store_stops_answering
+    with caplog.at_level(logging.WARNING):
+        assert object_record(merger, [_key(99)]) == 1
+    assert merger.calls["CREATE"] == 3 and "could not merge" in caplog.text
+    assert object_keys(bucket) == {*(_key(n) for n in range(MERGE_AT - 1)), _key(99)} - {_key(1)}

@@ -16,7 +16,8 @@ time made, never its text).
   only after merges skipped or failed, until the next forget merges). Taking keys out (``object_remove``) holds the
   same lease (waiting for it), so a merge never writes back keys taken out meanwhile: a merge whose lease ran out
   (renewals that did not get through) checks, once its merged object is written, that the lease still names it; if
-  not (keys may have been taken out since it read them), it deletes its merged object, not the ones it read. A
+  not, or if the lease cannot be read (keys may have been taken out since it read them), it deletes its merged object,
+  not the ones it read. A
   remover that takes the lease after that check lists the merged object and takes the keys out of it too; a remover
   whose own lease ran out takes it again and takes the keys out again from a new listing.
 
@@ -113,13 +114,24 @@ def merge(bucket: Bucket, lease: Lease | None = None) -> int:
     data = json.dumps({"keys": sorted(found), "forgot_us": forgot, "merged": len(read)}).encode()
     merged = f"{PREFIX}{new_id('forget')}.json"
     bucket.create(merged, data)
-    if lease is not None and not lease.still_held():  # taken over: what it read may hold keys taken out since
+    if lease is not None and not _still_held(bucket, lease, merged):  # taken over: keys may be taken out since
         bucket.delete(merged)
         log.warning("the forget record's merge lost its lease while it ran; left to the next forget")
         return 0
     for path in read:
         bucket.delete(path)
     return len(read)
+
+
+def _still_held(bucket: Bucket, lease: Lease, merged: str) -> bool:
+    """Whether ``lease`` still names this merge; when the lease cannot be read (the store that did not answer its
+    renewals may not answer this either), ``merged`` is deleted before the error is raised: not known to be held,
+    it may hold keys taken out since they were read."""
+    try:
+        return lease.still_held()
+    except StoreError:
+        bucket.delete(merged)
+        raise
 
 
 def object_keys(bucket: Bucket) -> set[str]:

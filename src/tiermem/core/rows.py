@@ -155,6 +155,24 @@ def mistyped(table: str, row: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def as_read(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` of ``table`` with its typed fields as the mappers read them (``int(...)``, ``bool(...)``: a time a
+    restore before ``mistyped`` stored as text, "7", reads as 7): what a backup writes, so that ``mistyped`` passes
+    the rows a store holds and works with. A value the mappers could not read either is left as it is."""
+    out = dict(row)
+    for f in INTEGER_FIELDS.get(table, ()):
+        value: Any = out.get(f)
+        if f in out and (isinstance(value, bool) or not isinstance(value, int)):
+            try:
+                out[f] = int(value)
+            except (TypeError, ValueError, OverflowError):
+                pass  # unreadable here too: the restore names it
+    for f in BOOLEAN_FIELDS.get(table, ()):
+        if f in out:
+            out[f] = bool(out[f])
+    return out
+
+
 def rows_of(table: str, raw: Iterable[Mapping[str, Any]], *, older: bool = False) -> list[CoreRow]:
     """``raw`` (read from a table or a backup) as rows of ``table``: each with exactly the fields ``FIELDS[table]``
     (others dropped). A row that lacks one is a ``StoreError`` naming it, unless ``older`` (rows of an older

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
-from ..core.rows import mistyped, rows_of
+from ..core.rows import as_read, mistyped, rows_of
 from ..core.uses import Use
 from ..domain import filesystem, forget_record, forget_restore
 from . import backup_plan
@@ -92,7 +92,7 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
         elif table in FOLDER_TABLES:
             rows = filesystem.backup_rows(memory.files, table)
         else:
-            rows = memory.core.all_rows(table)
+            rows = [as_read(table, r) for r in memory.core.all_rows(table)]  # as the store reads them
         for r in rows:
             out.write(json.dumps({"type": table, "row": r}, ensure_ascii=False) + "\n")
         counts[table] = len(rows)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -109,6 +110,9 @@ def run_cli(
                     func(*f_args, **f_kwargs)
                 except Exception:
                     traceback.print_exc(file=err)
+            # what the run made is unreachable now: a thread pool it started (an object store's parallel reads)
+            # then wakes its idle workers to end, as the interpreter's exit ends them, instead of waiting for work
+            gc.collect()
             for thread in set(threading.enumerate()) - threads_before:
                 if not thread.daemon:
                     thread.join(60)

@@ -9,7 +9,8 @@ from ``TIERMEM_*``; what the run sets in ``os.environ`` itself is undone after),
 directory (``tempfile`` reads ``TMPDIR`` of ``env`` afresh, as a new process would), ``sys.argv``,
 stdin/stdout/stderr (bytes underneath, utf-8 text on top), root logging as ``main`` sets it up (the handler it adds
 is removed after), ``SIGINT``/``SIGTERM`` handlers put back, and the ``atexit`` work the run registered done at its
-"exit" (stderr still captured, as a process would print it) rather than at the end of the test session.
+"exit" (stderr still captured, as a process would print it) rather than at the end of the test session; the thread
+pools it started are shut down then, as the interpreter's exit shuts them down.
 
 Not for ``serve``: a serving process sets its heap up (malloc arenas, mmap threshold, a trimming thread) for the
 whole process, which a test process must not get; a test of ``serve`` starts a process.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -29,6 +31,7 @@ import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +112,12 @@ def run_cli(
                     func(*f_args, **f_kwargs)
                 except Exception:
                     traceback.print_exc(file=err)
+            # the thread pools the run started (an object store's parallel reads): the interpreter's exit tells their
+            # idle workers to end, which waiting for them here would otherwise never do
+            started = set(threading.enumerate()) - threads_before
+            for pool in gc.get_objects():
+                if isinstance(pool, ThreadPoolExecutor) and started & set(pool._threads):
+                    pool.shutdown(wait=False)
             for thread in set(threading.enumerate()) - threads_before:
                 if not thread.daemon:
                     thread.join(60)

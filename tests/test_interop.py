@@ -4,6 +4,7 @@ the reference memory server's graph, /memories directories; idempotent re-import
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from tiermem.domain.memory import Memory
 from tiermem.interop import af_export, agentfile, letta_messages
 from tiermem.interop.commands import run_export, run_import
 
-from .conftest import PYTHON, ROOT
+from .cli_inproc import run_cli
+from .conftest import ROOT
 from .test_secrets import AKIA, GHP
 
 FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
@@ -486,17 +488,7 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     env = {"TIERMEM_EMBEDDING_MODEL": "hashing", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        import os
-
-        return subprocess.run(
-            [PYTHON, "-m", "tiermem", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            env={**{k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}, **env},
-            check=False,
-        )
+        return run_cli(*args, env={**{k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}, **env})
 
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     done = run("import", str(FIXTURES / "loop.af"), "--data-dir", a, "--json")

@@ -1,4 +1,5 @@
-"""Rough edges a new user meets in the first minutes, each as the user meets it (the real CLI and server processes).
+"""Rough edges a new user meets in the first minutes, each as the user meets it (the real CLI, in process; the server
+and a first model load in real processes).
 
 A sync target whose parent is missing is refused (never created silently); ``reembed`` records the model it
 switched to, so the next command uses it; a server over an unusable data directory exits at once with the reason
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from .cli_inproc import run_cli
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
 
@@ -29,16 +31,26 @@ GRAPH = {"type": "entity", "name": "Launch", "entityType": "event", "observation
 
 
 def run(
-    tmp_path: Path, *args: str, data: Path | None = None, stdin: str | None = None, model: str | None = "hashing"
+    tmp_path: Path,
+    *args: str,
+    data: Path | None = None,
+    stdin: str | None = None,
+    model: str | None = "hashing",
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``tiermem ARGS --data-dir DATA`` with the fast model (``model=None``: no model configured at all)."""
+    """``tiermem ARGS --data-dir DATA`` with the fast model (``model=None``: no model configured at all): in this
+    process (``run_cli``) unless ``process`` asks for a real ``python -m tiermem`` (a server over stdio, which
+    claims fd 0, and what a fresh interpreter prints)."""
     env = server_env(tmp_path)
     if model is None:
         env.pop("TIERMEM_EMBEDDING_MODEL")
     else:
         env["TIERMEM_EMBEDDING_MODEL"] = model
+    full = [*args, "--data-dir", str(data or tmp_path / "data")]
+    if not process:
+        return run_cli(*full, env=env, stdin=stdin)
     return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(data or tmp_path / "data")],
+        [PYTHON, "-m", "tiermem", *full],
         input=stdin,
         capture_output=True,
         text=True,
@@ -112,7 +124,7 @@ def test_reembed_refuses_a_model_the_configuration_contradicts(tmp_path: Path) -
 
 def serve(tmp_path: Path, data: Path) -> subprocess.CompletedProcess[str]:
     lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
-    return run(tmp_path, "serve", data=data, stdin="".join(json.dumps(m) + "\n" for m in lines))
+    return run(tmp_path, "serve", data=data, stdin="".join(json.dumps(m) + "\n" for m in lines), process=True)
 
 
 def test_serve_exits_with_the_reason_when_the_data_directory_is_unusable(tmp_path: Path) -> None:
@@ -194,7 +206,7 @@ def test_import_of_a_missing_file_fails_before_anything_is_opened(tmp_path: Path
 def test_the_first_model_load_says_nothing_at_info(tmp_path: Path) -> None:
     graph = tmp_path / "graph.jsonl"
     graph.write_text(json.dumps(GRAPH) + "\n")
-    done = run(tmp_path, "import", str(graph), model=None)  # the bundled model, on a new data directory
+    done = run(tmp_path, "import", str(graph), model=None, process=True)  # the bundled model, a new data directory
     assert done.returncode == 0, done.stderr
     assert "model.onnx" not in done.stderr and " INFO tiermem.embedding" not in done.stderr, done.stderr
 

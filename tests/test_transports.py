@@ -18,6 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from .cli_inproc import run_cli
 from .conftest import PYTHON, ROOT, text_of
 
 pytestmark = pytest.mark.anyio
@@ -247,15 +248,7 @@ def test_refuses_public_bind_without_auth(tmp_path: Path) -> None:
 
 def test_cli_blocks_roundtrip(tmp_path: Path) -> None:
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=server_env(tmp_path),
-            timeout=120,
-        )
+        return run_cli(*args, "--data-dir", str(tmp_path / "data"), env=server_env(tmp_path), stdin=stdin)
 
     assert run("blocks", "set", "human", "-", stdin="Name: Ada").returncode == 0
     assert run("blocks", "show", "human").stdout == "Name: Ada\n"

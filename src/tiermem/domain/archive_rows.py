@@ -110,9 +110,13 @@ class AgentRows:
 
     def delete_agent_data(self, agent_id: str) -> int:
         """Delete every message and passage of an agent, to be purged from the files at the next upkeep; returns
-        how many rows went."""
+        how many rows went. The store's ``TURNS_CHANGED`` is changed after (not under ``rewriting_texts``: an agent's
+        turns go all at once), so a ``keyword_context.recontext`` under way checks every turn again (an import run
+        again writes the agent's turns anew)."""
         where = Filter(agent_id=agent_id)
-        return sum(self.forget(table, where) for table in AGENT_TABLES)
+        gone = sum(self.forget(table, where) for table in AGENT_TABLES)
+        self.store.conn.change_turns()
+        return gone
 
     # -- forgetting (domain/forgetting.py): gone from search at once, from the files at the purge --
 

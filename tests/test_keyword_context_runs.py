@@ -11,7 +11,7 @@ import tracemalloc
 from typing import Any
 
 from tiermem.domain.archive import context_of, passes_on
-from tiermem.domain.keyword_context import _runs, _same, _unchanged, contexts
+from tiermem.domain.keyword_context import Checked, _runs, _same, _to_read, _unchanged, contexts
 
 HEARTBEAT = json.dumps({"type": "heartbeat", "reason": "tool asked", "time": "now"})
 CONTENTS = ["", "   ", HEARTBEAT, "hello there", "the ferry leaves at dawn", '{"status": "OK"}', "\n"]
@@ -142,3 +142,14 @@ def test_recontexts_check_of_the_turns_read_again_keeps_its_verdicts() -> None:
         expected = [t for t in batch if all(_same(first[i], now.get(i)) for i in (t, *wanted[t].turns))]
         runs = _runs([wanted[t].turns for t in batch])
         assert _unchanged(batch, wanted, runs, first, now) == expected, case
+        # in batches, each reading again only what ``_to_read`` names (what an earlier batch checked taken as found
+        # then, the turns standing still between): the same verdicts
+        checked: Checked = {}
+        got: list[str] = []
+        size = rnd.randrange(1, 6)
+        for start in range(0, len(batch), size):
+            part = batch[start : start + size]
+            runs = _runs([wanted[t].turns for t in part])
+            read = _to_read(part, runs, checked)
+            got += _unchanged(part, wanted, runs, first, {i: now[i] for i in read if i in now}, checked)
+        assert got == expected, case

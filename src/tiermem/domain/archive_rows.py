@@ -10,7 +10,7 @@ may not reach the store (``tests/test_layers.py``: STORE_HOLDERS), so these are 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -110,9 +110,13 @@ class AgentRows:
 
     def delete_agent_data(self, agent_id: str) -> int:
         """Delete every message and passage of an agent, to be purged from the files at the next upkeep; returns
-        how many rows went."""
+        how many rows went. The store's ``TURNS_CHANGED`` is changed after (not under ``rewriting_texts``: an agent's
+        turns go all at once), so a ``keyword_context.recontext`` under way checks every turn again (an import run
+        again writes the agent's turns anew)."""
         where = Filter(agent_id=agent_id)
-        return sum(self.forget(table, where) for table in AGENT_TABLES)
+        gone = sum(self.forget(table, where) for table in AGENT_TABLES)
+        self.store.conn.change_turns()
+        return gone
 
     # -- forgetting (domain/forgetting.py): gone from search at once, from the files at the purge --
 
@@ -241,11 +245,26 @@ class AgentRows:
         not held off: its forget may still race an optimize."""
         return self.store.conn.exclusive(TEXTS_LOCK)
 
+    @contextmanager
+    def changing_turns(self) -> Iterator[None]:
+        """``rewriting_texts`` held by a writer that deletes messages or edits them in place (a forget, a redaction):
+        the store's ``TURNS_CHANGED`` is changed first, so a ``keyword_context.recontext`` under way, which compares
+        it under the same lock between its batches, reads again every turn it checked before (it reads only the new
+        ones while it holds)."""
+        with self.rewriting_texts():
+            self.store.conn.change_turns()
+            yield
+
+    def turns_changed(self) -> str:
+        """What the store holds of when a message was last deleted or edited in place (``changing_turns``), read
+        under ``rewriting_texts``."""
+        return self.store.conn.turns_changed()
+
     def rewrite_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         """Replace stored rows, whole, by id (``tiermem doctor --secrets --redact``); rows without vectors are
         marked for the backfill."""
         # the fragments holding the old text are rewritten at the next upkeep, and old table versions removed
-        with self.rewriting_texts():
+        with self.changing_turns():
             self.store.purge.mark(_searchable(table), Filter(ids=tuple(str(r["id"]) for r in rows)))
             self.store.rows.upsert_rows(_searchable(table), "id", rows)
         if any(r.get("vector") is None for r in rows):

@@ -337,8 +337,9 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
         quoting = rows.rows_where("messages", Filter(agent_id=agent_id, containing=text))
         conversations |= {(r["agent_id"], r["conversation_id"]) for r in quoting}
     # the conversations read, the rows deleted and the later turns written anew under the lock every writer of keyword
-    # texts made from other rows holds (``AgentRows.rewriting_texts``): none writes a forgotten turn back meanwhile
-    with rows.rewriting_texts():
+    # texts made from other rows holds (``AgentRows.rewriting_texts``): none writes a forgotten turn back meanwhile,
+    # and one under way reads again the turns it checked before (``AgentRows.changing_turns``)
+    with rows.changing_turns():
         _forget_turns(memory, done, conversations, gone, [c for c in contents if c] + ([text] if text else []), text)
 
 

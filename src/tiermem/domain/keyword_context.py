@@ -17,7 +17,12 @@ not mark the store (``AgentRows.unmarked``).
 Forgetting rewrites the keyword texts of the turns after a forgotten one; this must never write back what it took
 out. Each batch is written under the lock forgetting holds (``AgentRows.rewriting_texts``) after the turns it was made
 from are read again there: a row whose turns were forgotten or changed since the first read is left as it is (the
-forget wrote it), and the store is not marked, so the next run looks at it again.
+forget wrote it), and the store is not marked, so the next run looks at it again. What a batch reads again is linear in
+its rows however long a run: its own turns, the turn its run's contexts are made from, and the turns of the run it
+did not check in an earlier batch (``Checked``). Those checked before are read again only when a message was deleted
+or edited in place since (``AgentRows.changing_turns``, which every forget and redaction holds the lock with: the
+store's ``TURNS_CHANGED``); reading the run so far at each batch was quadratic (a run of 40,000 tool results in
+batches of 1,000: 820,080 turns read again).
 """
 
 from __future__ import annotations
@@ -152,6 +157,8 @@ def recontext(archive: Archive) -> int:
     first = {r["id"]: r for r in rows.turns()}
     wanted = contexts(list(first.values()))
     ids, written, left = list(wanted), 0, 0
+    checked: Checked = {}  # by run: its turns found as first read since the store's TURNS_CHANGED was ``changed``
+    changed = None
 
     def text_of(row: dict[str, Any]) -> str:
         return shape_message(row["content"], written_on(row), wanted[row["id"]].text)
@@ -160,10 +167,11 @@ def recontext(archive: Archive) -> int:
         batch = ids[start : start + BATCH]
         runs = _runs([wanted[t].turns for t in batch])
         with rows.rewriting_texts():
-            now = {
-                r["id"]: r for r in rows.turns_now([*dict.fromkeys([*batch, *(i for r in runs.values() for i in r)])])
-            }
-            same = _unchanged(batch, wanted, runs, first, now)
+            if (now_changed := rows.turns_changed()) != changed:  # a message deleted or edited: check every turn again
+                checked.clear()
+                changed = now_changed
+            now = {r["id"]: r for r in rows.turns_now(_to_read(batch, runs, checked))}
+            same = _unchanged(batch, wanted, runs, first, now, checked)
             left += len(batch) - len(same)
             written += rows.set_keyword_texts(same, text_of)
     if not left:
@@ -239,22 +247,49 @@ def _runs(spans: Sequence[Turns]) -> dict[tuple[int, int], Turns]:
     return longest
 
 
+# By run (``_runs``' key): how many of its turns, from its start, were found as first read under the lock, and whether
+# the one after them was not (then no longer span of the run is written). Kept from batch to batch while no message
+# is deleted or edited in place (the store's ``TURNS_CHANGED``), so each batch reads again only the turns it adds.
+Checked = dict[tuple[int, int], tuple[int, bool]]
+
+
+def _to_read(batch: Sequence[str], runs: dict[tuple[int, int], Turns], checked: Checked) -> list[str]:
+    """The turns to read again for ``batch``: its own, and of each run its first (the turn its contexts are made
+    from, read at every batch) and those not ``checked`` yet up to the batch's longest span (none once one differs)."""
+    out = dict.fromkeys(batch)
+    for key, run in runs.items():
+        upto, differs = checked.get(key, (0, False))
+        out.update(dict.fromkeys(run[:1] if differs else (run[0], *run[upto:])))
+    return list(out)
+
+
 def _unchanged(
     batch: Sequence[str],
     wanted: dict[str, Context],
     runs: dict[tuple[int, int], Turns],
     first: dict[str, dict[str, Any]],
     now: dict[str, dict[str, Any]],
+    checked: Checked | None = None,
 ) -> list[str]:
-    """Those of ``batch`` whose turn and the turns its context is made from are as first read (``_same``): each run's
-    turns compared once, a turn's being a start of its run's (linear in the turns, however long a run)."""
-    kept = {}  # by run: how many of its turns, from its start, are as first read
+    """Those of ``batch`` whose turn and the turns its context is made from are as first read (``_same``; ``now``:
+    the turns ``_to_read`` gives, read again): each run's turns compared once, a turn's being a start of its run's
+    (linear in the turns, however long a run), those ``checked`` in an earlier batch taken as they were found then,
+    but the run's first. ``checked`` is brought up to date."""
+    checked = {} if checked is None else checked
     for key, run in runs.items():
-        kept[key] = next((n for n, i in enumerate(run) if not _same(first[i], now.get(i))), len(run))
+        upto, differs = checked.get(key, (0, False))
+        if not _same(first[run[0]], now.get(run[0])):
+            upto, differs = 0, True
+        elif not differs:
+            upto = next(
+                (n for n in range(upto, len(run)) if not _same(first[run[n]], now.get(run[n]))), max(upto, len(run))
+            )
+            differs = upto < len(run)
+        checked[key] = (upto, differs)
     out = []
     for t in batch:
         span = wanted[t].turns
-        if _same(first[t], now.get(t)) and len(span) <= kept[(id(span.order), span.start)]:
+        if _same(first[t], now.get(t)) and len(span) <= checked[(id(span.order), span.start)][0]:
             out.append(t)
     return out
 

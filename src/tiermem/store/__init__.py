@@ -32,6 +32,7 @@ from .schemas import (
     SCHEMA_VERSION,
     SEARCHABLE,
     TEXTS_LOCK,
+    TURNS_CHANGED,
 )
 from .search import VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
 from .store import Store
@@ -51,6 +52,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEARCHABLE",
     "TEXTS_LOCK",
+    "TURNS_CHANGED",
     "VECTOR_EF",
     "VECTOR_NPROBES",
     "VECTOR_REFINE",

@@ -43,6 +43,7 @@ from .schemas import (
     REEMBEDDING,
     SCHEMA_VERSION,
     SEARCHABLE,
+    TURNS_CHANGED,
     migrate,
     missing_columns,
     table_names,
@@ -241,6 +242,16 @@ class Connection:
         ``KEYWORD_CONTEXT_UNMARKED`` so that a ``recontext`` under way, which read the rows before, does not mark it."""
         self.set_meta(KEYWORD_CONTEXT_UNMARKED, new_id("unmarked"))
         self.set_meta(KEYWORD_CONTEXT, "")
+
+    def change_turns(self) -> None:
+        """Change ``TURNS_CHANGED`` (a message is deleted or edited in place, under ``TEXTS_LOCK``)."""
+        self.set_meta(TURNS_CHANGED, new_id("turns"))
+
+    def turns_changed(self) -> str:
+        """``TURNS_CHANGED`` as the meta table's newest version holds it (a check made under ``TEXTS_LOCK``)."""
+        with library(self.uri, "the meta table"):
+            self.tables["meta"].checkout_latest()
+        return self.meta().get(TURNS_CHANGED, "")
 
     # -- reads and writes every part makes -------------------------------------
 

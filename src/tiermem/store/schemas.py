@@ -34,6 +34,9 @@ KEYWORD_CONTEXT = "keyword_context"
 # the store only if it holds the value it read before its first read of the rows (under ``TEXTS_LOCK``), so rows a
 # server's upkeep decided meanwhile (``Rows.settle_plumbing_round``) are looked at again by the next run.
 KEYWORD_CONTEXT_UNMARKED = "keyword_context_unmarked"
+# The meta key changed, under ``TEXTS_LOCK``, whenever a message is deleted or edited in place (a forget, a redaction:
+# ``AgentRows.changing_turns``): ``recontext`` reads again the turns it checked in an earlier batch only if it changed
+TURNS_CHANGED = "turns_changed"
 # The lock held while keyword texts made from other rows are read and written (``AgentRows.rewriting_texts``), and
 # while an upkeep decides rows an older tiermem wrote and unmarks the store (``Rows.settle_plumbing_round``)
 TEXTS_LOCK = "keyword-texts"

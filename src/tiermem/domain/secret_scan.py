@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -253,7 +254,37 @@ _INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
 VISIBLE = str.maketrans("", "", _INVISIBLE)
 
 
+# ``find`` is pure: the findings of texts scanned lately are remembered, up to ``_MEMO_CHARS`` characters of text in
+# all (an import checks a document, then stores it, then checks what it stores: the same text scanned three times)
+_MEMO_CHARS = 4_000_000
+_memo: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
+_memo_chars = 0
+_memo_lock = threading.Lock()
+
+
 def find(text: str) -> list[Finding]:
+    """The credentials in ``text``, in order, as exact non-overlapping spans (``_find``), remembered for the texts
+    scanned lately (``_MEMO_CHARS``)."""
+    global _memo_chars
+    if len(text) < 8:
+        return []  # too short to hold one (``_raw``)
+    with _memo_lock:
+        known = _memo.get(text)
+        if known is not None:
+            _memo.move_to_end(text)
+            return list(known)
+    found = _find(text)
+    if len(text) <= _MEMO_CHARS // 4:
+        with _memo_lock:
+            if text not in _memo:
+                _memo[text] = tuple(found)
+                _memo_chars += len(text)
+                while _memo_chars > _MEMO_CHARS:
+                    _memo_chars -= len(_memo.popitem(last=False)[0])
+    return found
+
+
+def _find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
     one span named by its most specific kind. Text holding invisible characters is also scanned without them, and
     text holding a vendor's token in pieces without the breaks inside it (``secret_joins``: a finding across a break

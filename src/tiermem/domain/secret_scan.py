@@ -284,6 +284,14 @@ def find(text: str) -> list[Finding]:
     return found
 
 
+def forget() -> None:
+    """Forget the texts ``find`` remembers: its next scan of each is a scan (``bench secrets`` times those)."""
+    global _memo_chars
+    with _memo_lock:
+        _memo.clear()
+        _memo_chars = 0
+
+
 def _find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
     one span named by its most specific kind. Text holding invisible characters is also scanned without them, and

@@ -4,7 +4,8 @@
 and punctuation some patterns take, and checked: its detector's check, the text before and after it, a variable's
 name outside quotes, a name about a secret, AWS's documentation's example keys. Text holding invisible characters,
 or a vendor's token in pieces (``secret_joins``), is scanned without them too. Nothing is imported or compiled until
-the first call (``detectors``, cached)."""
+the first call (``detectors``, cached). ``find`` is pure: the findings of the texts scanned lately are remembered
+(an import checks a document, stores it, and checks it as stored: one scan)."""
 
 from __future__ import annotations
 

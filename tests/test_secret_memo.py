@@ -1,6 +1,6 @@
 """``secret_scan.find`` remembers the findings of texts scanned lately: an agent file's import scans each long text
 (a document kept for export, checked, stored, then checked as stored) once; what is found is what an uncached scan
-finds, whatever is done to a returned list; the texts remembered are bounded in characters."""
+finds, whatever is done to a returned list; the findings remembered are bounded, kept by digest."""
 
 from __future__ import annotations
 
@@ -41,19 +41,22 @@ def test_find_remembered_is_an_uncached_scan(text: str) -> None:
     assert secret_json.redact_json(text) == secret_json.redact_json(text)
 
 
-def test_remembered_texts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remembered_findings_are_bounded_and_hold_no_text(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(secret_scan, "_memo", OrderedDict())
-    monkeypatch.setattr(secret_scan, "_memo_chars", 0)
-    monkeypatch.setattr(secret_scan, "_MEMO_CHARS", 4_000)
-    texts = [f"text number {i} {'plain words ' * 80}" for i in range(10)]
+    monkeypatch.setattr(secret_scan, "_MEMO_TEXTS", 4)
+    texts = [f"text number {i} key {AKIA} {'plain words ' * 80}" for i in range(10)]
     for text in texts:
         secret_scan.find(text)
-    assert 0 < secret_scan._memo_chars <= 4_000
-    assert secret_scan._memo_chars == sum(map(len, secret_scan._memo))
-    assert texts[-1] in secret_scan._memo and texts[0] not in secret_scan._memo  # the oldest go first
-    huge = "plain words " * 1_000  # over a quarter of the bound: scanned, not remembered
+    assert len(secret_scan._memo) == 4
+    kept = list(secret_scan._memo)
+    assert secret_scan._digest(texts[-1]) in kept and secret_scan._digest(texts[0]) not in kept  # the oldest go first
+    for key, found in secret_scan._memo.items():  # a digest and spans: no text, no credential
+        assert isinstance(key, bytes) and len(key) == 16 and AKIA.encode() not in key
+        assert found and all(isinstance(f, secret_scan.Finding) for f in found)
+    monkeypatch.setattr(secret_scan, "_MEMO_LONGEST", 100)
+    huge = "plain words " * 1_000  # longer than the longest remembered: scanned, not remembered
     assert secret_scan.find(huge) == []
-    assert huge not in secret_scan._memo
+    assert secret_scan._digest(huge) not in secret_scan._memo
 
 
 def test_an_agent_file_import_scans_each_long_text_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -68,7 +71,6 @@ def test_an_agent_file_import_scans_each_long_text_once(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(secret_scan, "_raw", counted)
     monkeypatch.setattr(secret_scan, "_memo", OrderedDict())
-    monkeypatch.setattr(secret_scan, "_memo_chars", 0)
     memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
     report = run_import(
         memory, FIXTURES / "letta_memgpt_agent_with_convo.af", fmt="af", agent="default", rename=None, replace=False

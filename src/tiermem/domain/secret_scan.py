@@ -5,11 +5,12 @@ and punctuation some patterns take, and checked: its detector's check, the text 
 name outside quotes, a name about a secret, AWS's documentation's example keys. Text holding invisible characters,
 or a vendor's token in pieces (``secret_joins``), is scanned without them too. Nothing is imported or compiled until
 the first call (``detectors``, cached). ``find`` is pure: the findings of the texts scanned lately are remembered
-(an import checks a document, stores it, and checks it as stored: one scan)."""
+by each text's digest, never the text (an import checks a document, stores it, and checks it as stored: one scan)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import threading
@@ -255,42 +256,44 @@ _INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
 VISIBLE = str.maketrans("", "", _INVISIBLE)
 
 
-# ``find`` is pure: the findings of texts scanned lately are remembered, up to ``_MEMO_CHARS`` characters of text in
-# all (an import checks a document, then stores it, then checks what it stores: the same text scanned three times)
-_MEMO_CHARS = 4_000_000
-_memo: OrderedDict[str, tuple[Finding, ...]] = OrderedDict()
-_memo_chars = 0
+# ``find`` is pure: the findings of texts scanned lately are remembered (an import checks a document, then stores
+# it, then checks what it stores: the same text scanned three times), by the text's digest, never the text, so no
+# credential a text held stays in memory through it; at most ``_MEMO_TEXTS``, each up to ``_MEMO_LONGEST`` characters
+_MEMO_TEXTS = 4096
+_MEMO_LONGEST = 1_000_000
+_memo: OrderedDict[bytes, tuple[Finding, ...]] = OrderedDict()
 _memo_lock = threading.Lock()
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans (``_find``), remembered for the texts
-    scanned lately (``_MEMO_CHARS``)."""
-    global _memo_chars
+    scanned lately (``_memo``)."""
     if len(text) < 8:
         return []  # too short to hold one (``_raw``)
+    if len(text) > _MEMO_LONGEST:
+        return _find(text)
+    key = _digest(text)
     with _memo_lock:
-        known = _memo.get(text)
+        known = _memo.get(key)
         if known is not None:
-            _memo.move_to_end(text)
+            _memo.move_to_end(key)
             return list(known)
     found = _find(text)
-    if len(text) <= _MEMO_CHARS // 4:
-        with _memo_lock:
-            if text not in _memo:
-                _memo[text] = tuple(found)
-                _memo_chars += len(text)
-                while _memo_chars > _MEMO_CHARS:
-                    _memo_chars -= len(_memo.popitem(last=False)[0])
+    with _memo_lock:
+        _memo[key] = tuple(found)
+        while len(_memo) > _MEMO_TEXTS:
+            _memo.popitem(last=False)
     return found
 
 
 def forget() -> None:
-    """Forget the texts ``find`` remembers: its next scan of each is a scan (``bench secrets`` times those)."""
-    global _memo_chars
+    """Forget the findings ``find`` remembers: its next scan of each text is a scan (``bench secrets`` times those)."""
     with _memo_lock:
         _memo.clear()
-        _memo_chars = 0
 
 
 def _find(text: str) -> list[Finding]:

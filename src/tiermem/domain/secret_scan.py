@@ -4,14 +4,17 @@
 and punctuation some patterns take, and checked: its detector's check, the text before and after it, a variable's
 name outside quotes, a name about a secret, AWS's documentation's example keys. Text holding invisible characters,
 or a vendor's token in pieces (``secret_joins``), is scanned without them too. Nothing is imported or compiled until
-the first call (``detectors``, cached)."""
+the first call (``detectors``, cached). ``find`` is pure: the findings of the texts scanned lately are remembered
+by each text's digest, never the text (an import checks a document, stores it, and checks it as stored: one scan)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -253,7 +256,47 @@ _INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
 VISIBLE = str.maketrans("", "", _INVISIBLE)
 
 
+# ``find`` is pure: the findings of texts scanned lately are remembered (an import checks a document, then stores
+# it, then checks what it stores: the same text scanned three times), by the text's digest, never the text, so no
+# credential a text held stays in memory through it; at most ``_MEMO_TEXTS``, each up to ``_MEMO_LONGEST`` characters
+_MEMO_TEXTS = 4096
+_MEMO_LONGEST = 1_000_000
+_memo: OrderedDict[bytes, tuple[Finding, ...]] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def find(text: str) -> list[Finding]:
+    """The credentials in ``text``, in order, as exact non-overlapping spans (``_find``), remembered for the texts
+    scanned lately (``_memo``)."""
+    if len(text) < 8:
+        return []  # too short to hold one (``_raw``)
+    if len(text) > _MEMO_LONGEST:
+        return _find(text)
+    key = _digest(text)
+    with _memo_lock:
+        known = _memo.get(key)
+        if known is not None:
+            _memo.move_to_end(key)
+            return list(known)
+    found = _find(text)
+    with _memo_lock:
+        _memo[key] = tuple(found)
+        while len(_memo) > _MEMO_TEXTS:
+            _memo.popitem(last=False)
+    return found
+
+
+def forget() -> None:
+    """Forget the findings ``find`` remembers: its next scan of each text is a scan (``bench secrets`` times those)."""
+    with _memo_lock:
+        _memo.clear()
+
+
+def _find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
     one span named by its most specific kind. Text holding invisible characters is also scanned without them, and
     text holding a vendor's token in pieces without the breaks inside it (``secret_joins``: a finding across a break

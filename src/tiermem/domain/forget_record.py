@@ -134,9 +134,8 @@ def left_out(
     out["block_history"] = [r for r, _k in history if str(r["key"]) not in forgotten]
     if forgotten:
         _roll_back_blocks(out, forgotten, left)
-    _edited(
-        out, record, left, systems, default_system
-    )  # after the forgotten turns are left out: the rest is made again without
+    # after the forgotten turns are left out: the rest is made again without
+    _edited(out, record, left, systems, default_system)
     return left
 
 

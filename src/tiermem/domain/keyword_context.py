@@ -100,14 +100,18 @@ def contexts(turns: Sequence[dict[str, Any]]) -> dict[str, Context]:
     (``forgetting._messages``). The other turns' keyword texts hold the turn just before them, as they always did.
     Linear in time and memory: the turns after one run share its conversation's ids (``Turns``)."""
     conversations: dict[tuple[str, str], list[Place]] = {}
-    content = {}
-    for r in turns:
-        place = (r["seq"], r["created_us"], r["id"], passes_on(r["role"], r["content"]))
-        conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(place)
-        content[r["id"]] = r["content"]
+    _place_all(conversations, turns)
+    content = {r["id"]: r["content"] for r in turns}
     return {
         t: Context("" if said is None else content[said], span) for t, (span, said) in _spans(conversations).items()
     }
+
+
+def _place_all(conversations: dict[tuple[str, str], list[Place]], turns: Sequence[dict[str, Any]]) -> None:
+    """Add each of ``turns`` to its conversation's places (``Place``), by (agent, conversation)."""
+    for r in turns:
+        place = (r["seq"], r["created_us"], r["id"], passes_on(r["role"], r["content"]))
+        conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(place)
 
 
 def _spans(conversations: dict[tuple[str, str], list[Place]]) -> dict[str, tuple[Turns, str | None]]:
@@ -195,9 +199,7 @@ def unrebuilt(archive: Archive) -> int:
         return 0
     conversations: dict[tuple[str, str], list[Place]] = {}
     for batch in rows.message_batches():
-        for r in batch:
-            place = (r["seq"], r["created_us"], r["id"], passes_on(r["role"], r["content"]))
-            conversations.setdefault((r["agent_id"], r["conversation_id"]), []).append(place)
+        _place_all(conversations, batch)
     said = {t: source for t, (_span, source) in _spans(conversations).items()}
     del conversations
     sources = set(said.values())
